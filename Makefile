@@ -1,0 +1,39 @@
+# Two commands do all set-up and work on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_WORKERS ?= auto
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[demo]'
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@ $(VENV)/.installed-demo
+
+demo: $(VENV)/.installed-demo
+	$(BIN)/python examples/run_demo.py
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check pytest_startup_guard tests examples benchmarks
+	$(BIN)/ruff format --check pytest_startup_guard tests examples benchmarks
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy --strict pytest_startup_guard
+
+unit: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --durations=15
+
+test: lint typecheck unit
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .demo

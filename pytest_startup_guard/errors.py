@@ -1,0 +1,32 @@
+"""Exceptions with messages that name the bad value, where it came from and what is accepted."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class StartupGuardError(Exception):
+    """Base class of every error the plugin raises on purpose."""
+
+
+class UnsafeCacheError(StartupGuardError):
+    """An operation that writes faults was pointed at a cache the plugin may not touch."""
+
+
+class UnknownNameError(StartupGuardError, ValueError):
+    """A race, corruption, target or readiness name that is not in its catalog."""
+
+    def __init__(self, kind: str, name: object, known: Iterable[str], where: str = "") -> None:
+        known_sorted = sorted(known)
+        hint = ""
+        if isinstance(name, str):
+            close = difflib.get_close_matches(name, known_sorted, n=1)
+            if close:
+                hint = f" (did you mean {close[0]!r}?)"
+        origin = f" in {where}" if where else ""
+        super().__init__(
+            f"unknown {kind} {name!r}{origin}{hint}; known {kind}s: {', '.join(known_sorted)}"
+        )
+        self.name = name
+        self.known = known_sorted

@@ -1,0 +1,151 @@
+"""Point the test process at a fake cache, and put everything back afterwards.
+
+huggingface_hub (and transformers, datasets) read their cache paths and offline flags from the
+environment once, at import. Setting ``os.environ`` is enough for modules imported later; for
+modules already imported, their module-level constants are rewritten in place. On restore both
+are undone, including constants of modules that were first imported during the test (they were
+computed from the fake environment).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from types import ModuleType
+
+# Libraries whose module constants cache hub paths or offline flags.
+_LIBRARIES = ("huggingface_hub", "transformers", "datasets", "diffusers")
+# Module-level booleans that must be True while the fake cache is in use.
+_OFFLINE_FLAGS = (
+    "HF_HUB_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "HF_HUB_DISABLE_TELEMETRY",
+    "HF_HUB_DISABLE_UPDATE_CHECK",
+    "HF_HUB_DISABLE_IMPLICIT_TOKEN",
+    "_is_offline_mode",
+)
+_TRUE = ("1", "ON", "YES", "TRUE")
+
+
+def _is_true(value: str | None) -> bool:
+    return value is not None and value.upper() in _TRUE
+
+
+def hub_paths(environ: Mapping[str, str]) -> dict[str, str]:
+    """The folders huggingface_hub would use under ``environ`` (constants.py's rules)."""
+    default_home = os.path.join(os.path.expanduser("~"), ".cache")
+    home = os.path.expanduser(
+        environ.get(
+            "HF_HOME", os.path.join(environ.get("XDG_CACHE_HOME", default_home), "huggingface")
+        )
+    )
+    hub = os.path.expanduser(
+        environ.get("HF_HUB_CACHE", environ.get("HUGGINGFACE_HUB_CACHE", os.path.join(home, "hub")))
+    )
+    return {"HF_HOME": home, "HF_HUB_CACHE": hub}
+
+
+def offline_flags(environ: Mapping[str, str]) -> dict[str, bool]:
+    offline = _is_true(environ.get("HF_HUB_OFFLINE") or environ.get("TRANSFORMERS_OFFLINE"))
+    return {
+        "HF_HUB_OFFLINE": offline,
+        "_is_offline_mode": offline,
+        "HF_DATASETS_OFFLINE": _is_true(environ.get("HF_DATASETS_OFFLINE")) or offline,
+        "HF_HUB_DISABLE_TELEMETRY": any(
+            _is_true(environ.get(name))
+            for name in ("HF_HUB_DISABLE_TELEMETRY", "DISABLE_TELEMETRY", "DO_NOT_TRACK")
+        ),
+        "HF_HUB_DISABLE_UPDATE_CHECK": _is_true(environ.get("HF_HUB_DISABLE_UPDATE_CHECK")),
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": _is_true(environ.get("HF_HUB_DISABLE_IMPLICIT_TOKEN")),
+    }
+
+
+def _library_modules() -> list[ModuleType]:
+    modules = []
+    for name, module in list(sys.modules.items()):
+        if module is not None and name.split(".", 1)[0] in _LIBRARIES:
+            modules.append(module)
+    return modules
+
+
+def _remap(value: str, prefixes: list[tuple[str, str]]) -> str | None:
+    for old, new in prefixes:
+        if value == old or value.startswith(old + os.sep):
+            return new + value[len(old) :]
+    return None
+
+
+def _prefix_pairs(source: Mapping[str, str], target: Mapping[str, str]) -> list[tuple[str, str]]:
+    pairs = [(source[key], target[key]) for key in ("HF_HUB_CACHE", "HF_HOME")]
+    return sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)  # longest prefix first
+
+
+class HubEnvironment:
+    """Apply a fake cache's env to ``os.environ`` and to already imported libraries."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = dict(env)
+        self._saved_environ: dict[str, str | None] = {}
+        self._saved_attributes: list[tuple[ModuleType, str, object]] = []
+        self._modules_before: set[int] = set()
+        self._applied = False
+
+    def apply(self) -> None:
+        if self._applied:
+            return
+        original = dict(os.environ)
+        self._saved_environ = {key: original.get(key) for key in self.env}
+        os.environ.update(self.env)
+        modules = _library_modules()
+        self._modules_before = {id(module) for module in modules}
+        prefixes = _prefix_pairs(hub_paths(original), hub_paths(self.env))
+        flags = offline_flags(self.env)
+        for module in modules:
+            self._rewrite(module, prefixes, flags, record=True)
+        self._applied = True
+
+    def restore(self) -> None:
+        if not self._applied:
+            return
+        fake = dict(os.environ)
+        for key, saved in self._saved_environ.items():
+            if saved is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = saved
+        for module, attribute, original in reversed(self._saved_attributes):
+            setattr(module, attribute, original)
+        # Modules first imported during the test computed their constants from the fake env.
+        prefixes = _prefix_pairs(hub_paths(fake), hub_paths(os.environ))
+        flags = offline_flags(os.environ)
+        for module in _library_modules():
+            if id(module) not in self._modules_before:
+                self._rewrite(module, prefixes, flags, record=False)
+        self._saved_attributes.clear()
+        self._applied = False
+
+    def _rewrite(
+        self,
+        module: ModuleType,
+        prefixes: list[tuple[str, str]],
+        flags: Mapping[str, bool],
+        *,
+        record: bool,
+    ) -> None:
+        namespace = vars(module)
+        for attribute, value in list(namespace.items()):
+            replacement: object
+            if isinstance(value, str) and value.startswith(os.sep):
+                remapped = _remap(value, prefixes)
+                if remapped is None:
+                    continue
+                replacement = remapped
+            elif isinstance(value, bool) and attribute in flags:
+                replacement = flags[attribute]
+            else:
+                continue
+            if replacement != value:
+                if record:
+                    self._saved_attributes.append((module, attribute, value))
+                namespace[attribute] = replacement

@@ -1,0 +1,178 @@
+"""The on-disk layout of a Hugging Face hub cache, as huggingface_hub writes it.
+
+Pure helpers: names, etags, commits and the file operations that keep a cache readable while
+other processes read it (every write here is atomic). ``FakeHubCache`` builds on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+REPO_TYPES = ("model", "dataset", "space")
+
+# Files the hub stores with Git LFS, hence with a sha256 etag (huggingface_hub names the blob
+# after the LFS oid). Anything larger than LFS_THRESHOLD_BYTES is LFS too, as on the hub.
+LFS_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".h5",
+    ".msgpack",
+    ".onnx",
+    ".gguf",
+    ".npz",
+    ".npy",
+    ".pkl",
+    ".tflite",
+    ".ot",
+    ".parquet",
+    ".arrow",
+    ".zip",
+    ".gz",
+)
+LFS_THRESHOLD_BYTES = 10 * 1024 * 1024
+
+FileContent = Mapping[str, object] | list[object] | str | bytes
+
+_REPO_ID = re.compile(r"^(?:[\w\-.]+/)?[\w\-.]+$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def validate_repo_id(repo_id: object) -> str:
+    """Return ``repo_id`` if the hub would accept it, else raise ``ValueError`` naming it."""
+    if (
+        not isinstance(repo_id, str)
+        or not _REPO_ID.match(repo_id)
+        or "--" in repo_id
+        or ".." in repo_id
+        or repo_id.startswith(("-", "."))
+        or repo_id.endswith(("-", "."))
+        or len(repo_id) > 96
+    ):
+        raise ValueError(
+            f"invalid repo id {repo_id!r}: expected 'name' or 'org/name' made of letters, digits,"
+            " '-', '_' and '.', without '--' or '..', at most 96 characters"
+        )
+    return repo_id
+
+
+def validate_repo_type(repo_type: object) -> str:
+    if repo_type not in REPO_TYPES:
+        raise ValueError(
+            f"invalid repo type {repo_type!r}: expected one of {', '.join(REPO_TYPES)}"
+        )
+    assert isinstance(repo_type, str)
+    return repo_type
+
+
+def validate_filename(filename: object) -> str:
+    """A path inside a repo: relative, '/'-separated, no '..' and no empty parts."""
+    if not isinstance(filename, str) or not filename:
+        raise ValueError(f"invalid file name {filename!r}: expected a non-empty relative path")
+    parts = PurePosixPath(filename).parts
+    if filename.startswith("/") or "\\" in filename or any(p in ("..", ".") for p in parts):
+        raise ValueError(
+            f"invalid file name {filename!r}: expected a relative path inside the repo"
+            " ('config.json', 'sub/dir/file.txt'), without '..', '.' or a leading '/'"
+        )
+    return str(PurePosixPath(*parts))
+
+
+def validate_revision(revision: object) -> str:
+    if not isinstance(revision, str) or not revision or "/" in revision or revision in (".", ".."):
+        raise ValueError(
+            f"invalid revision {revision!r}: expected a branch or tag name such as 'main' or 'v2'"
+        )
+    return revision
+
+
+def repo_folder_name(repo_id: str, repo_type: str = "model") -> str:
+    """``models--org--name``: huggingface_hub's ``repo_folder_name``."""
+    return "--".join([f"{repo_type}s", *repo_id.split("/")])
+
+
+def encode_content(filename: str, content: object) -> bytes:
+    """Bytes for a file given as a dict/list (JSON, as ``save_pretrained`` writes it), str or bytes."""
+    if isinstance(content, bytes):
+        return content
+    if isinstance(content, str):
+        return content.encode("utf-8")
+    if isinstance(content, (Mapping, list)):
+        return (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    raise TypeError(
+        f"invalid content for {filename!r}: {type(content).__name__}; expected a dict or list"
+        " (written as JSON), a str or bytes"
+    )
+
+
+def git_blob_sha1(data: bytes) -> str:
+    """The git blob id the hub uses as etag of regular files."""
+    digest = hashlib.sha1(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def is_lfs(filename: str, size: int, threshold: int = LFS_THRESHOLD_BYTES) -> bool:
+    return filename.endswith(LFS_SUFFIXES) or size > threshold
+
+
+def etag_for(filename: str, data: bytes, threshold: int = LFS_THRESHOLD_BYTES) -> str:
+    if is_lfs(filename, len(data), threshold):
+        return hashlib.sha256(data).hexdigest()
+    return git_blob_sha1(data)
+
+
+def commit_for(repo_type: str, repo_id: str, etags: Mapping[str, str]) -> str:
+    """A 40-hex commit id derived from the content only: equal in every worker and every run."""
+    digest = hashlib.sha1(f"{repo_type}/{repo_id}\n".encode())
+    for name in sorted(etags):
+        digest.update(f"{name} {etags[name]}\n".encode())
+    return digest.hexdigest()
+
+
+def is_commit(value: str) -> bool:
+    return bool(_COMMIT.match(value))
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write then rename: readers see the old file or the new one, never a partial one."""
+    tmp = _tmp_name(path)
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
+def relative_link_target(link: Path, target: Path) -> str:
+    """The relative path huggingface_hub's ``_create_symlink`` writes (``../../blobs/<etag>``)."""
+    return os.path.relpath(target, link.parent)
+
+
+def atomic_symlink(link: Path, target: Path) -> None:
+    """Point ``link`` at ``target`` (relative), replacing any existing link in one rename."""
+    tmp = _tmp_name(link)
+    os.symlink(relative_link_target(link, target), tmp)
+    os.replace(tmp, link)
+
+
+def break_hard_link(path: Path) -> None:
+    """Copy on write: give ``path`` an inode of its own before anything writes to it in place.
+
+    Per-test copies share blobs with the shared cache through hard links; an in-place write
+    to a shared inode would corrupt every other test's copy.
+    """
+    if os.stat(path).st_nlink > 1:
+        tmp = _tmp_name(path)
+        shutil.copy2(path, tmp)
+        os.replace(tmp, path)

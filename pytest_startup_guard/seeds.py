@@ -1,0 +1,21 @@
+"""Seeds: one per run (given or drawn, shared with xdist workers), one per test derived from it."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import shlex
+
+
+def draw_run_seed() -> int:
+    return random.SystemRandom().randrange(2**32)
+
+
+def seed_for_test(run_seed: int, nodeid: str) -> int:
+    """Stable per test: the same run seed and node id always give the same test seed."""
+    digest = hashlib.sha256(f"{run_seed}:{nodeid}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def replay_command(run_seed: int, nodeid: str) -> str:
+    return f"pytest -p startup_guard --startup-guard-seed={run_seed} {shlex.quote(nodeid)}"
