@@ -8,7 +8,7 @@ library and pytest only; everything heavy is imported inside the fixture or hook
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,6 +17,9 @@ from pytest_startup_guard.hubcache import FakeHubCache
 from pytest_startup_guard.hubenv import HubEnvironment
 from pytest_startup_guard.session import SESSION_KEY, build_session, get_session
 from pytest_startup_guard.targets import contradiction, detect_target
+
+if TYPE_CHECKING:
+    from pytest_startup_guard.controller import RuntimeController
 
 MARKERS = (
     "cpu: run only where the start-up target is cpu (combine with cuda/rocm: any of them)",
@@ -99,6 +102,30 @@ def shared_hub_cache(
         base = base.parent  # shared by every worker of this run (the pytest-xdist recipe)
     with FileLock(str(base / "startup-guard-shared.lock")):
         return FakeHubCache(base / "startup-guard-shared", shared=True)
+
+
+@pytest.fixture
+def child_runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[RuntimeController]:
+    """The test side of the child runtime for this test.
+
+    While the test runs, its plan is in ``os.environ``: every Python process the test starts
+    (and their descendants) reports in, is watched under ``watch()``-ed folders, and can be held
+    at an access by a listener. At teardown, processes declared with ``expect(pid, label)`` that
+    never reported in fail the test ("plan never reached pid N").
+    """
+    from pytest_startup_guard.controller import RuntimeController
+
+    controller = RuntimeController().start()
+    try:
+        with monkeypatch.context() as patch:
+            for key, value in controller.env.items():
+                patch.setenv(key, value)
+            yield controller
+        problems = controller.unreached_expected() + controller.errors
+    finally:
+        controller.close()
+    if problems:
+        pytest.fail("startup-guard child runtime:\n" + "\n".join(problems), pytrace=False)
 
 
 @pytest.fixture
