@@ -41,6 +41,7 @@ from pytest_startup_guard.hublayout import (
     validate_repo_type,
     validate_revision,
 )
+from pytest_startup_guard.observation import unobserved
 
 MARKER_NAME = ".startup_guard_cache"
 BUILD_LOG_NAME = ".startup_guard_builds"
@@ -170,7 +171,9 @@ class FakeHubCache:
             "DO_NOT_TRACK": "1",
             "HF_HUB_DISABLE_UPDATE_CHECK": "1",
             "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-            "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+            # No real token reaches a test; the library still looks for $HF_HOME/token as usual.
+            "HF_TOKEN": "",
+            "HUGGING_FACE_HUB_TOKEN": "",
         }
 
     # -- building ----------------------------------------------------------------------------
@@ -220,7 +223,7 @@ class FakeHubCache:
         etags = {name: etag_for(name, data, self.lfs_threshold) for name, data in contents.items()}
         commit = commit_for(repo_type, repo_id, etags)
         repo = CachedRepo(self, repo_id, repo_type, revision, commit, dict(etags))
-        with self._repo_lock(repo.folder_name):
+        with unobserved(), self._repo_lock(repo.folder_name):
             if not _snapshot_complete(repo, missing):
                 self._write_repo(repo, contents, missing)
                 if self.shared:
@@ -315,15 +318,21 @@ class FakeHubCache:
         corruption = get_corruption(kind, where="cache.corrupt()")
         self.check_writable(repo, f"corrupt {filename!r} of")
         target = corruption_target(repo, filename, revision)
-        corruption.apply(target)
+        with unobserved():
+            corruption.apply(target)
         changed: Path = getattr(target, corruption.changes)
         return changed
 
     # -- per-test copies -------------------------------------------------------------------
 
     def copy_of(self, repo: CachedRepo) -> CachedRepo:
-        """A private copy of ``repo`` (every revision) in this cache: blobs hard-linked, new
-        pointers, refs and ``.no_exist`` entries. Writes to it never reach the original."""
+        """A private copy of ``repo`` (every revision) in this cache: blobs and pointers
+        hard-linked, refs and ``.no_exist`` entries copied. The plugin's writes to it (copy on
+        write) never reach the original."""
+        with unobserved():
+            return self._copy_of(repo)
+
+    def _copy_of(self, repo: CachedRepo) -> CachedRepo:
         if self.shared:
             raise UnsafeCacheError(
                 "copy_of() makes a private copy; call it on hub_cache, not on shared_hub_cache"
