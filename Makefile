@@ -9,12 +9,16 @@ PYTEST_WORKERS ?= auto
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# Byte-compiled up front: the child runtime is imported by every process under test, and with
+# PYTHONDONTWRITEBYTECODE set, an editable install would recompile it at each start.
 $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[demo]'
+	$(BIN)/python -m compileall -q pytest_startup_guard
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/python -m compileall -q pytest_startup_guard
 	touch $@ $(VENV)/.installed-demo
 
 demo: $(VENV)/.installed-demo

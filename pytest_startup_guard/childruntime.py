@@ -11,39 +11,47 @@ A process started with ``STARTUP_GUARD_PLAN`` in its environment imports this mo
   side can change the cache exactly then (a synchronous trigger).
 
 The test process uses the same hook for its own accesses (``activate_in_process``), with the
-controller called directly instead of through the socket. Standard library only, and every
-module it needs is imported up front: an import inside an audit hook nests dozens of events.
+controller called directly instead of through the socket.
+
+Built-in modules only (``_socket``, ``_thread``, ``_signal``, ``marshal``, ``select``,
+``faulthandler``): it runs in every process under test before user code, and json, socket,
+threading or typing would add tens of milliseconds to each start-up. Every module it needs is
+imported up front: an import inside an audit hook nests dozens of events.
 """
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # signal minus its enum import
+import _socket
+import _thread
 import faulthandler
-import json
 import os
 import select
-import signal
-import socket
 import sys
-import threading
 import time
-from collections.abc import Callable
-from typing import IO, Any
 
+from pytest_startup_guard.observation import is_unobserved, set_unobserved
 from pytest_startup_guard.protocol import (
     ACCESS_EVENTS,
     ANCESTRY_ENV,
     MEMBER_ENV,
     PLAN_ENV,
-    LineReader,
+    FrameReader,
     decode,
+    decode_plan,
     encode,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import IO, Any
+
+    AccessSink = Callable[[str, str], None]
+
 # SIGURG's default action is to ignore it: a dump request that reaches a process before it
 # registered its handler (or after an exec reset it) can never kill that process.
-DUMP_SIGNAL = signal.SIGURG
-
-AccessSink = Callable[[str, str], None]
+DUMP_SIGNAL: int = _signal.SIGURG
 
 
 class _Client:
@@ -51,11 +59,23 @@ class _Client:
 
     def __init__(self, plan: dict[str, Any]) -> None:
         self.plan = plan
-        self.lock = threading.Lock()
-        self.sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.lock = _thread.allocate_lock()
+        self.sock: _socket.socket | None = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         self.sock.settimeout(float(plan.get("reply_timeout", 30.0)))
         self.sock.connect(plan["socket"])
-        self.reader = LineReader(self.sock)
+        self.reader = FrameReader()
+
+    def _receive(self, sock: _socket.socket) -> bytes | None:
+        while True:
+            frames = self.reader.feed(b"")
+            if frames:
+                return frames[0]
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            frames = self.reader.feed(chunk)
+            if frames:
+                return frames[0]
 
     def request(
         self, message: dict[str, Any], timeout: float | None = None
@@ -71,13 +91,13 @@ class _Client:
                 sock.sendall(encode(message))
                 if message.get("noreply"):
                     return {}
-                line = self.reader.read()
+                payload = self._receive(sock)
                 if timeout is not None:
                     sock.settimeout(float(self.plan.get("reply_timeout", 30.0)))
-                if line is None:
+                if payload is None:
                     raise ConnectionError("controller closed the connection")
-                return decode(line)
-            except (OSError, ValueError):
+                return decode(payload)
+            except (OSError, ValueError, EOFError):
                 # The test side is gone or stuck: carry on unobserved rather than hang or fail.
                 self.close()
                 return None
@@ -106,7 +126,6 @@ class _State:
 
 
 _state = _State()
-_local = threading.local()
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
@@ -132,18 +151,18 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         path = os.path.join(os.getcwd(), path)
         if not path.startswith(prefixes):
             return
-    if getattr(_local, "busy", False):
-        return  # the sink's own file operations must not report themselves
+    if is_unobserved():
+        return  # the plugin's own file operations (and the sink's) are not accesses
     sink = _state.sink
     if sink is None:
         return
-    _local.busy = True
+    set_unobserved(True)
     try:
         sink(event, path)
     except Exception:  # nothing here may ever break the caller's open
         pass
     finally:
-        _local.busy = False
+        set_unobserved(False)
 
 
 def _client_sink(event: str, path: str) -> None:
@@ -156,7 +175,7 @@ def _client_sink(event: str, path: str) -> None:
                 "path": path,
                 "t": time.monotonic(),
                 "pid": os.getpid(),
-                "tid": threading.get_ident(),
+                "tid": _thread.get_ident(),
             }
         )
 
@@ -252,7 +271,7 @@ def _wait_at_barrier(fifo: str, timeout: float) -> float:
 
 def _after_fork() -> None:
     """A forked child is a new process under test: new identity, connection and dump file."""
-    _local.busy = False
+    set_unobserved(False)
     inherited = _state.client
     _state.client = None
     if inherited is not None:
@@ -281,12 +300,10 @@ def _set_ancestry(ancestors: tuple[int, ...]) -> None:
 def _load_plan(raw: str | None) -> dict[str, Any] | None:
     if raw is None:
         return None
-    try:
-        plan = json.loads(raw)
-    except ValueError:
+    plan = decode_plan(raw)
+    if plan is None:
         sys.stderr.write(f"startup-guard: ignoring malformed {PLAN_ENV}\n")
-        return None
-    return plan if isinstance(plan, dict) and "socket" in plan else None
+    return plan
 
 
 def _is_multiprocessing_helper() -> bool:

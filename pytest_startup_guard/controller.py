@@ -9,7 +9,6 @@ processes reported in. Every wait has a deadline: it never blocks pytest forever
 
 from __future__ import annotations
 
-import json
 import os
 import selectors
 import shutil
@@ -27,10 +26,13 @@ from pytest_startup_guard.protocol import (
     MEMBER_ENV,
     PLAN_ENV,
     PROTOCOL_VERSION,
-    LineReader,
+    FrameReader,
     decode,
     encode,
+    encode_plan,
 )
+
+_OK = encode({"ok": 1})
 
 TEST_PROCESS = "test"  # the member label of accesses made by the test process itself
 
@@ -71,12 +73,14 @@ class AccessEvent:
 
 
 AccessListener = Callable[[AccessEvent], None]
+ReleaseListener = Callable[[float], None]
+GoneListener = Callable[[int], None]
 
 
 @dataclass
 class _Connection:
     sock: socket.socket
-    reader: LineReader
+    reader: FrameReader
     pid: int | None = None
 
 
@@ -132,6 +136,7 @@ class BarrierGroup:
             self.released_t = time.monotonic()
             if self.held and self._descriptor is not None:
                 os.write(self._descriptor, b"x" * self.held)
+            self.controller._released(self.released_t)
             return self.released_t
 
 
@@ -146,6 +151,8 @@ class RuntimeController:
         self.accesses: list[AccessEvent] = []
         self.errors: list[str] = []
         self._listeners: list[AccessListener] = []
+        self._release_listeners: list[ReleaseListener] = []
+        self._gone_listeners: list[GoneListener] = []
         self._watched: list[str] = []
         self._groups: dict[str, BarrierGroup] = {}
         self._lock = threading.RLock()
@@ -235,7 +242,7 @@ class RuntimeController:
             "reply_timeout": self.reply_timeout,
             "barrier_timeout": self.barrier_timeout,
         }
-        return {PLAN_ENV: json.dumps(plan, separators=(",", ":"))}
+        return {PLAN_ENV: encode_plan(plan)}
 
     def watch(self, folder: str | os.PathLike[str]) -> None:
         """Report accesses under ``folder`` (as given and resolved) from now on."""
@@ -261,6 +268,34 @@ class RuntimeController:
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
+
+    def add_release_listener(self, listener: ReleaseListener) -> None:
+        """``listener(t)`` runs when a barrier group is released (t: monotonic seconds)."""
+        with self._lock:
+            self._release_listeners.append(listener)
+
+    def add_gone_listener(self, listener: GoneListener) -> None:
+        """``listener(pid)`` runs when a process's connection closes (it exited or exec'd)."""
+        with self._lock:
+            self._gone_listeners.append(listener)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while listeners run: take it to read or change what they share."""
+        return self._lock
+
+    def _released(self, t: float) -> None:
+        for listener in list(self._release_listeners):
+            self._call(listener, t)
+
+    def _call(self, listener: Callable[[Any], None], argument: Any) -> None:
+        try:
+            listener(argument)
+        except Exception as error:
+            self.errors.append(
+                f"{getattr(listener, '__qualname__', listener)!s} failed:"
+                f" {type(error).__name__}: {error}"
+            )
 
     def watch_test_process(self) -> None:
         """Also watch the test process's own accesses (for in-process start-ups)."""
@@ -377,7 +412,7 @@ class RuntimeController:
                 return
             sock.setblocking(True)
             sock.settimeout(5.0)  # replies are tiny; a child that stops reading is dropped
-            connection = _Connection(sock, LineReader(sock))
+            connection = _Connection(sock, FrameReader())
             self._selector.register(sock, selectors.EVENT_READ, connection)
 
     def _read(self, connection: _Connection) -> None:
@@ -388,11 +423,9 @@ class RuntimeController:
         if not chunk:
             self._drop(connection)
             return
-        connection.reader.buffer += chunk
-        while b"\n" in connection.reader.buffer:
-            line, _, connection.reader.buffer = connection.reader.buffer.partition(b"\n")
+        for payload in connection.reader.feed(chunk):
             try:
-                self._handle(connection, decode(line))
+                self._handle(connection, decode(payload))
             except Exception as error:  # a bad message must not stop the controller
                 self.errors.append(f"controller: {type(error).__name__}: {error}")
 
@@ -408,6 +441,8 @@ class RuntimeController:
                 record = self.processes.get(connection.pid)
                 if record is not None and record.gone_t is None:
                     record.gone_t = time.monotonic()
+                for listener in list(self._gone_listeners):
+                    self._call(listener, connection.pid)
 
     def _handle(self, connection: _Connection, message: dict[str, Any]) -> None:
         op = message.get("op")
@@ -423,7 +458,7 @@ class RuntimeController:
                 tid=int(message.get("tid", 0)),
             )
             self._dispatch(event)
-            connection.sock.sendall(b'{"ok":1}\n')
+            connection.sock.sendall(_OK)
         elif op == "released":  # a notice: no reply
             with self._lock:
                 if connection.pid in self.processes:

@@ -1,52 +1,70 @@
 """What the child runtime and the controller say to each other.
 
-Transport: a Unix stream socket, one connection per process, newline-delimited JSON. Every
-message from a child gets exactly one reply line, so a child that reports an access waits until
-the test side has done what it wanted to do at that access (open a race window): that wait is
-what makes a trigger deterministic. Standard library only: children import this at boot.
+Transport: a Unix stream socket, one connection per process. A message is a dict of plain
+values (str, int, float, bool, None, lists and dicts of them), sent as a 4-byte big-endian
+length and the ``marshal`` of the dict. Every message from a child gets exactly one reply, so a
+child that reports an access waits until the test side has done what it wanted to do at that
+access (open a race window): that wait is what makes a trigger deterministic.
+
+Children import this at boot, before any user code: it uses built-in modules only (``marshal``,
+``_socket``), no json, socket or typing, which would cost tens of milliseconds per process.
 """
 
 from __future__ import annotations
 
-import json
-import socket
-from typing import Any
+import marshal
 
-PLAN_ENV = (
-    "STARTUP_GUARD_PLAN"  # JSON: {"v", "socket", "dumps", "reply_timeout", "barrier_timeout"}
-)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+PLAN_ENV = "STARTUP_GUARD_PLAN"  # hex of a marshalled dict: socket, dumps, timeouts
 MEMBER_ENV = "STARTUP_GUARD_MEMBER"  # "<group>:<index>" for fleet members and their descendants
 ANCESTRY_ENV = "STARTUP_GUARD_ANCESTRY"  # comma-separated pids of the Python ancestors under test
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+_MARSHAL_VERSION = 4  # stable for plain values across CPython 3.x
 
 # The audit events that count as an access of the cache (FACTS.md: stat-like calls raise none).
 ACCESS_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+    payload = marshal.dumps(message, _MARSHAL_VERSION)
+    return len(payload).to_bytes(4, "big") + payload
 
 
-def decode(line: bytes) -> dict[str, Any]:
-    message = json.loads(line)
+def decode(payload: bytes) -> dict[str, Any]:
+    message = marshal.loads(payload)
     if not isinstance(message, dict):
-        raise ValueError(f"not a message: {line[:80]!r}")
+        raise ValueError(f"not a message: {payload[:40]!r}")
     return message
 
 
-class LineReader:
-    """Reads newline-delimited messages from a socket, keeping what is left over."""
+def encode_plan(plan: dict[str, Any]) -> str:
+    return marshal.dumps(plan, _MARSHAL_VERSION).hex()
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
+
+def decode_plan(text: str) -> dict[str, Any] | None:
+    try:
+        plan = marshal.loads(bytes.fromhex(text))
+    except (ValueError, EOFError, TypeError):
+        return None
+    return plan if isinstance(plan, dict) and "socket" in plan else None
+
+
+class FrameReader:
+    """Splits a byte stream into message payloads, keeping what is left over."""
+
+    def __init__(self) -> None:
         self.buffer = b""
 
-    def read(self) -> bytes | None:
-        """The next line, or None at end of stream."""
-        while b"\n" not in self.buffer:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return line
+    def feed(self, data: bytes) -> list[bytes]:
+        self.buffer += data
+        frames = []
+        while len(self.buffer) >= 4:
+            size = int.from_bytes(self.buffer[:4], "big")
+            if len(self.buffer) < 4 + size:
+                break
+            frames.append(self.buffer[4 : 4 + size])
+            self.buffer = self.buffer[4 + size :]
+        return frames
