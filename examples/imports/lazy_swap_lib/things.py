@@ -1,0 +1,2 @@
+class AutoThing:
+    name = "lazy AutoThing"
