@@ -1,55 +1,141 @@
 """``make demo``: run the bundled examples with the plugin and print what it caught.
 
-Exits non-zero only when an example's outcome differs from what it expects.
+1. the bug zoo (``test_zoo.py``): four server policies, each started as a fleet on a shared
+   fake cache, under transient races and persistent corruptions; a table of server x case with
+   the expected and the observed verdict;
+2. the fake cache: what the real transformers raises on each corruption;
+3. a test author's own race and the in-process verdicts;
+4. the import-race probe, the background-import scan and the start-method checks.
+
+Exits non-zero only when an observed verdict differs from the expected one. The full matrix
+(every race, every corruption, both loaders) runs in ``make test``.
 """
 
 from __future__ import annotations
 
+import os
+import random
+import re
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-EXAMPLES = ["test_fake_cache.py"]
+sys.path.insert(0, str(HERE))
+
+from zoo import POLICIES, WHY, expected  # noqa: E402
+
+ZOO_CASES = "autoconfig and (transient-pointer_swap or transient-ref_rewrite or corrupt-empty- or corrupt-no_model_type)"
+CASE_ID = re.compile(r"test_startup\[(transient|corrupt)-(\w+?)-(\w+)-(autoconfig|hub_json)\]")
+
+
+def run_pytest(seed: int, workdir: Path, name: str, *args: str) -> list[tuple[str, str, str, str]]:
+    """Run pytest with the plugin; return (test name, outcome, first failure line, caught)."""
+    junit = workdir / f"{name}.xml"
+    command = [
+        sys.executable, "-m", "pytest", "-p", "startup_guard", "-p", "no:cacheprovider", "-q",
+        f"--startup-guard-seed={seed}", f"--junitxml={junit}", "-o", "junit_family=legacy",
+        f"--basetemp={workdir / name}", *args,
+    ]  # fmt: skip
+    print("$", " ".join(command[2:]), flush=True)
+    subprocess.run(
+        command, cwd=HERE, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
+    rows = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        outcome, detail = "pass", ""
+        for tag in ("failure", "error"):
+            element = case.find(tag)
+            if element is not None:
+                outcome = "fail" if tag == "failure" else "error"
+                text = element.get("message", "") + "\n" + (element.text or "")
+                problems = [
+                    line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")
+                ]
+                detail = (
+                    problems[0]
+                    if problems
+                    else text.strip().splitlines()[0]
+                    if text.strip()
+                    else ""
+                )
+        skipped = case.find("skipped")
+        if skipped is not None:
+            xfail = skipped.get("type") == "pytest.xfail"
+            outcome, detail = ("xfail", skipped.get("message", "")) if xfail else ("skipped", "")
+        caught = {p.get("name"): p.get("value") for p in case.iter("property")}.get("caught", "")
+        rows.append((case.get("name", ""), outcome, detail, caught or ""))
+    return rows
+
+
+def zoo_table(rows: list[tuple[str, str, str, str]]) -> bool:
+    print()
+    print(
+        "The bug zoo: 2 servers per fleet, started at once, loading config.json with transformers.AutoConfig"
+    )
+    print(f"{'server':<11} {'case':<26} {'expected':<9} {'observed':<9} {'':<9} why")
+    agree = True
+    cells = []
+    for name, outcome, detail, _ in rows:
+        match = CASE_ID.search(name)
+        if not match:
+            continue
+        kind, case, policy, _loader = match.groups()
+        cells.append(
+            (POLICIES.index(policy), kind != "transient", case, policy, kind, outcome, detail)
+        )
+    for _, _, case, policy, kind, outcome, detail in sorted(cells):
+        want = expected(policy, kind)
+        same = outcome == want
+        agree &= same
+        why = WHY.get((policy, kind), "") if outcome == "fail" else ""
+        if outcome == "fail" and detail:
+            why = f"{why}: {detail}" if why else detail
+        status = "as expected" if same else "DIFFERENT"
+        print(
+            f"{policy:<11} {kind + ' ' + case:<26} {want:<9} {outcome:<9} {status:<12} {why[:110]}"
+        )
+    return agree
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="startup-guard-demo-") as workdir:
-        junit = Path(workdir) / "junit.xml"
-        command = [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "startup_guard",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={junit}",
-            "-o",
-            "junit_family=legacy",
-            f"--basetemp={workdir}/tmp",
-            *EXAMPLES,
-        ]
-        print("$", " ".join(command[2:]), flush=True)
-        completed = subprocess.run(command, cwd=HERE, check=False)
-        rows = []
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            outcome = "passed"
-            for tag in ("failure", "error", "skipped"):
-                if case.find(tag) is not None:
-                    outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
-            caught = {p.get("name"): p.get("value") for p in case.iter("property")}.get(
-                "caught", ""
-            )
-            rows.append((case.get("name", ""), outcome, caught or ""))
+    seed = int(os.environ.get("STARTUP_GUARD_SEED") or random.SystemRandom().randrange(2**32))
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="startup-guard-demo-") as folder:
+        workdir = Path(folder)
+        zoo = run_pytest(
+            seed, workdir, "zoo", "test_zoo.py", "-k", ZOO_CASES, "-p", "xdist", "-n", "2"
+        )
+        cache = run_pytest(seed, workdir, "cache", "test_fake_cache.py")
+        own = run_pytest(seed, workdir, "own", "test_own_race.py")
+        imports = run_pytest(seed, workdir, "imports", "imports", "-p", "xdist", "-n", "2")
+    agree = zoo_table(zoo)
     print()
-    print(f"{'example':<48} {'outcome':<8} what the real loader raised")
-    for name, outcome, caught in rows:
-        print(f"{name:<48} {outcome:<8} {caught}")
-    return completed.returncode
+    print("The fake cache: what transformers raised on each persistent corruption")
+    for name, outcome, _detail, caught in cache:
+        print(f"  {name:<52} {outcome:<5} {caught}")
+        agree &= outcome == "pass"
+    print()
+    print("A race of your own (snapshot_resync) and the in-process verdicts")
+    for name, outcome, detail, _ in own:
+        print(f"  {name:<52} {outcome:<5} {detail[:80]}")
+        agree &= outcome == "pass"
+    print()
+    print("Import races and start methods (xfail: an example of the bug, caught by the check)")
+    for name, outcome, detail, _ in imports:
+        print(f"  {name:<52} {outcome:<5} {detail[:80]}")
+        agree &= outcome in ("pass", "xfail")
+    print()
+    print(
+        f"seed {seed}: replay any case with  pytest -p startup_guard --startup-guard-seed={seed} examples/test_zoo.py -k '<case>'"
+    )
+    print(
+        f"{'every verdict as expected' if agree else 'SOME VERDICTS DIFFER FROM THE EXPECTED ONES'} ({time.monotonic() - started:.0f} s)"
+    )
+    return 0 if agree else 1
 
 
 if __name__ == "__main__":

@@ -7,19 +7,30 @@ library and pytest only; everything heavy is imported inside the fixture or hook
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_startup_guard import options
+from pytest_startup_guard import options, targets, timeouts
 from pytest_startup_guard.hubcache import FakeHubCache
 from pytest_startup_guard.hubenv import HubEnvironment
+from pytest_startup_guard.seeds import replay_command
 from pytest_startup_guard.session import SESSION_KEY, build_session, get_session
-from pytest_startup_guard.targets import contradiction, detect_target
 
 if TYPE_CHECKING:
     from pytest_startup_guard.controller import RuntimeController
+    from pytest_startup_guard.fleet import ServerFleet
+    from pytest_startup_guard.hubrace import HubRace
+    from pytest_startup_guard.reaper import Reaper
+    from pytest_startup_guard.verdicts import StartupCase
+
+CALL_FAILED_KEY = pytest.StashKey[bool]()
+
+# Fixtures that make a test a start-up test: its failures carry the seed and replay command.
+STARTUP_FIXTURES = ("hub_race", "server_fleet", "startup_case", "child_runtime")
 
 MARKERS = (
     "cpu: run only where the start-up target is cpu (combine with cuda/rocm: any of them)",
@@ -35,20 +46,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_startup_guard import hooks
+
+    pluginmanager.add_hookspecs(hooks)
+
+
+def register_hooked_races(config: pytest.Config) -> None:
+    """Races returned by ``pytest_startup_guard_races`` implementations (conftests, plugins)."""
+    from pytest_startup_guard.races import register_race
+
+    for result in config.hook.pytest_startup_guard_races():
+        if result is None:
+            continue
+        pairs = (
+            result.items()
+            if isinstance(result, Mapping)
+            else ((race.name, race) for race in result)
+        )
+        for name, race in pairs:
+            register_race(name, race)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line + OWN_MARKER_SUFFIX)
-    target_setting = options.resolve(config, "target")
-    detection = detect_target()
-    if target_setting.value == "auto":
-        target, reason = detection.target, detection.reason
-    else:
-        target, reason = str(target_setting.value), f"from {target_setting.source}"
-    session = build_session(config, target, reason)
-    if target_setting.value != "auto":
-        warning = contradiction(target, detection)
-        if warning:
-            session.warnings.append(warning)
+    choice = targets.choose_target(options.resolve(config, "target"), targets.detect_target())
+    config.stash[TARGET_CHOICE_KEY] = choice
+    session = build_session(config, choice.target, choice.reason)
+    session.warnings.extend(choice.warnings)
     config.stash[SESSION_KEY] = session
     for warning in session.warnings:
         config.issue_config_time_warning(
@@ -65,11 +91,63 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = get_session(config)
     timeout = session.settings["timeout"]
-    return [
+    lines = [
         f"startup-guard: target={session.target} ({session.target_reason}),"
         f" seed={session.run_seed} ({session.seed_source}),"
         f" timeout={timeout.value:g}s ({timeout.source})"
     ]
+    per_target = targets.target_settings_summary(config, session.target, session.settings)
+    if per_target:
+        lines.append(per_target)
+    return lines
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[CALL_FAILED_KEY] = True
+    if report.failed and any(
+        name in getattr(item, "fixturenames", ()) for name in STARTUP_FIXTURES
+    ):
+        session = get_session(item.config)
+        report.sections.append(
+            (
+                "startup-guard",
+                f"run seed {session.run_seed}, test seed {session.seed_for(item.nodeid)}\n"
+                f"replay: {replay_command(session.run_seed, item.nodeid)}",
+            )
+        )
+    return report
+
+
+# -- targets -------------------------------------------------------------------------------
+# cpu/cuda/rocm detection, marker semantics and reporting live in targets.py; these hooks only
+# wire them in. DESIGN.md: one place owns pytest_collection_modifyitems (and each hook here):
+# other parts append their own calls to the hooks below rather than defining them again.
+
+TARGET_CHOICE_KEY = pytest.StashKey[targets.TargetChoice]()
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    choice = config.stash[TARGET_CHOICE_KEY]
+    targets.select_by_target(
+        config, items, choice.target, explicit=choice.explicit, own_suffix=OWN_MARKER_SUFFIX
+    )
+    for warning in timeouts.apply_timeout_marks(
+        config, items, get_session(config).readiness_timeout
+    ):
+        warnings.warn(pytest.PytestWarning(f"startup-guard: {warning}"), stacklevel=1)
+    # Other parts: append your calls here.
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # The JUnit XML is written by this process only where it holds pytest's LogXML (the xdist
+    # controller, or a run without xdist); it exists from junitxml's pytest_configure on.
+    targets.record_in_junit_xml(session.config, session.config.stash[TARGET_CHOICE_KEY])
+    # Other parts: append your calls here.
 
 
 # -- fixtures ------------------------------------------------------------------------------
@@ -105,17 +183,24 @@ def shared_hub_cache(
 
 
 @pytest.fixture
-def child_runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[RuntimeController]:
+def child_runtime(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[RuntimeController]:
     """The test side of the child runtime for this test.
 
     While the test runs, its plan is in ``os.environ``: every Python process the test starts
     (and their descendants) reports in, is watched under ``watch()``-ed folders, and can be held
-    at an access by a listener. At teardown, processes declared with ``expect(pid, label)`` that
-    never reported in fail the test ("plan never reached pid N").
+    at an access by a listener. The test's ``hub_cache`` and ``shared_hub_cache`` are watched
+    from the start (a process learns the watched folders when it starts: watch other folders
+    before starting the processes that should report them). At teardown, processes declared
+    with ``expect(pid, label)`` that never reported in fail the test ("plan never reached pid N").
     """
     from pytest_startup_guard.controller import RuntimeController
 
     controller = RuntimeController().start()
+    for name in ("hub_cache", "shared_hub_cache"):
+        if name in request.fixturenames:
+            controller.watch(request.getfixturevalue(name).root)
     try:
         with monkeypatch.context() as patch:
             for key, value in controller.env.items():
@@ -129,6 +214,162 @@ def child_runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[RuntimeController
 
 
 @pytest.fixture
+def hub_race(child_runtime: RuntimeController, request: pytest.FixtureRequest) -> Iterator[HubRace]:
+    """Arm transient races on this test's caches: ``hub_race.arm(race, repo, filename)``.
+
+    Every window is closed at teardown, whatever happened; a race armed without
+    ``allow_miss=True`` that no access hit fails the test.
+    """
+    from pytest_startup_guard.hubrace import HubRace
+
+    register_hooked_races(request.config)
+    races = HubRace(child_runtime, get_session(request.config).seed_for(request.node.nodeid))
+    try:
+        yield races
+    finally:
+        problems = races.close()
+    if problems:
+        pytest.fail("startup-guard races:\n" + "\n".join(problems), pytrace=False)
+
+
+REAPER_KEY = pytest.StashKey["Reaper"]()
+
+
+def _reaper(config: pytest.Config) -> Reaper:
+    from pytest_startup_guard.reaper import Reaper
+
+    if REAPER_KEY not in config.stash:
+        config.stash[REAPER_KEY] = Reaper()
+    return config.stash[REAPER_KEY]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    reaper = config.stash.get(REAPER_KEY, None)
+    if reaper is not None:
+        reaper.close()
+
+
+def _run_shared_temp(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
+    """A folder every xdist worker of this run shares (the run's base temp without xdist)."""
+    base = factory.getbasetemp()
+    return base.parent if hasattr(config, "workerinput") else base
+
+
+@pytest.fixture
+def server_fleet(
+    child_runtime: RuntimeController,
+    hub_race: HubRace,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ServerFleet]:
+    """Launch N real server processes at once: ``server_fleet.launch(argv, count=4, ready=...)``.
+
+    Members get the test's ``hub_cache`` env (or ``cache=``), the race plan, then ``env=``.
+    Every process tree is ended at teardown (SIGTERM, SIGKILL after 5 s), also when pytest
+    dies without its teardown (a reaper process outlives it).
+    """
+    from pytest_startup_guard.fleet import ServerFleet
+    from pytest_startup_guard.ports import PortLeases
+
+    session = get_session(request.config)
+    default_cache = (
+        request.getfixturevalue("hub_cache") if "hub_cache" in request.fixturenames else None
+    )
+    fleets = ServerFleet(
+        child_runtime,
+        tmp_path / "startup-guard-fleet",
+        PortLeases(_run_shared_temp(request.config, tmp_path_factory) / "startup-guard-ports"),
+        _reaper(request.config),
+        default_timeout=session.readiness_timeout,
+        default_cache=default_cache,
+        races=lambda: hub_race.armed,
+    )
+    try:
+        yield fleets
+    finally:
+        fleets.stop_all()
+
+
+CASE_KEY = pytest.StashKey["StartupCase"]()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``@pytest.mark.startup_races(...)``: one case per race and per corruption."""
+    marker = metafunc.definition.get_closest_marker("startup_races")
+    if marker is None:
+        return
+    from pytest_startup_guard.verdicts import cases_from_marker
+
+    where = f"@pytest.mark.startup_races of {metafunc.definition.nodeid}"
+    if "startup_case" not in metafunc.fixturenames:
+        raise pytest.UsageError(f"{where} needs the startup_case fixture in the test's arguments")
+    register_hooked_races(metafunc.config)
+    cases = cases_from_marker(marker.args, dict(marker.kwargs), where)
+    metafunc.parametrize("startup_case", cases, ids=[case.id for case in cases], indirect=True)
+
+
+@pytest.fixture
+def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[StartupCase]:
+    """One case of ``@pytest.mark.startup_races``: ``.kind``, ``.name``, ``.apply(repo,
+    filename)`` and ``.check(fleet, expect=None)``. A case never checked fails the test."""
+    from pytest_startup_guard.seeds import replay_command
+    from pytest_startup_guard.verdicts import CaseSpec, StartupCase
+
+    spec = getattr(request, "param", None)
+    if not isinstance(spec, CaseSpec):
+        raise pytest.UsageError(
+            f"{request.node.nodeid} uses startup_case without @pytest.mark.startup_races(transient=[...],"
+            " corrupt=[...])"
+        )
+    session = get_session(request.config)
+    case = StartupCase(
+        spec,
+        hub_race,
+        session.seed_for(request.node.nodeid),
+        replay_command(session.run_seed, request.node.nodeid),
+    )
+    request.node.stash[CASE_KEY] = case
+    yield case
+    unchecked = case.judgement is None and case.repo is not None
+    if unchecked and not request.node.stash.get(CALL_FAILED_KEY, False):
+        pytest.fail(
+            f"startup_case {spec.id} was applied but never checked: call startup_case.check(fleet)",
+            pytrace=False,
+        )
+
+
+@pytest.fixture
 def startup_target(pytestconfig: pytest.Config) -> str:
     """The runner's target: 'cpu', 'cuda' or 'rocm'."""
     return get_session(pytestconfig).target
+
+
+# -- imports -------------------------------------------------------------------------------
+# The import-race probe and the start-method checks (imports.py, startmethods.py): standard
+# library only, imported when a test asks for the fixture.
+
+if TYPE_CHECKING:
+    from pytest_startup_guard.imports import ImportRaceProbe
+    from pytest_startup_guard.startmethods import StartMethodChecker
+
+
+@pytest.fixture
+def import_race(request: pytest.FixtureRequest) -> ImportRaceProbe:
+    """``import_race(module, attrs=(...))``: race a background-thread import against the main one.
+
+    Fresh interpreters get the test file's folder on ``PYTHONPATH``, as pytest put it on
+    ``sys.path``; the result's ``.assert_safe()`` fails with every run of the sweep.
+    """
+    from pytest_startup_guard.imports import ImportRaceProbe
+
+    return ImportRaceProbe(pythonpath=[request.path.parent])
+
+
+@pytest.fixture
+def start_methods(request: pytest.FixtureRequest) -> StartMethodChecker:
+    """``.check(startup)`` under spawn, fork, forkserver and an already-set start method;
+    ``.env_choices(startup, variable, allowed)`` for a variable's documented values."""
+    from pytest_startup_guard.startmethods import StartMethodChecker
+
+    return StartMethodChecker(pythonpath=[request.path.parent])
