@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -43,6 +45,42 @@ def measure(base: Path, label: str, count: int, payload: int, repeats: int) -> l
     ]
 
 
+SHARED_SUITE = """
+import os, pytest
+
+@pytest.mark.parametrize("n", range(16))
+def test_reads_shared(shared_hub_cache, n):
+    repo = shared_hub_cache.add_model("acme/shared", {"config.json": {"model_type": "gpt2"}, "w.safetensors": b"0" * 65536})
+    with open(os.environ["ROOTS"], "a") as out:
+        out.write(f"{shared_hub_cache.root}\\n")
+"""
+
+
+def shared_built_once(base: Path, workers: int) -> Figure:
+    """Run 16 tests on ``workers`` xdist workers; count how often the shared repo was built."""
+    suite = base / "shared-suite"
+    suite.mkdir()
+    (suite / "test_shared.py").write_text(SHARED_SUITE)
+    roots = suite / "roots.txt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STARTUP_GUARD_", "PYTEST_"))}
+    env["ROOTS"] = str(roots)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "startup_guard", "-p", "xdist", "-n", str(workers),
+         "-p", "no:cacheprovider", f"--basetemp={suite / 'tmp'}", str(suite)],
+        cwd=suite, env={**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    (root,) = set(roots.read_text().split())
+    builds = len(FakeHubCache(root, shared=True).builds())
+    return figure(
+        f"cache: shared_hub_cache builds under -n {workers}",
+        builds,
+        "builds",
+        target="1",
+        passed=builds == 1,
+        detail="16 tests on every worker add the same repo at once",
+    )
+
+
 def main() -> None:
     args = parse_args(__doc__ or "")
     count = 200 if args.quick else 1000
@@ -51,6 +89,7 @@ def main() -> None:
     try:
         figures = measure(base, "64 B files", count, 64, repeats)
         figures += measure(base, "16 KiB files", count, 16 * 1024, repeats)
+        figures.append(shared_built_once(base, 2 if args.quick else 4))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     emit(figures, args)

@@ -1,0 +1,77 @@
+"""A test's machinery outside pytest, for benchmarks: a fake cache, the child runtime, races
+and a server fleet, set up and torn down the way the fixtures do it."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_startup_guard import FakeHubCache
+from pytest_startup_guard.controller import RuntimeController
+from pytest_startup_guard.fleet import ServerFleet
+from pytest_startup_guard.hubrace import HubRace
+from pytest_startup_guard.ports import PortLeases
+from pytest_startup_guard.reaper import Reaper
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CONFIG_SERVER = EXAMPLES / "servers" / "config_server.py"
+CONFIG = {"config.json": {"model_type": "gpt2", "n_layer": 3}}
+
+
+def server_command(policy: str, loader: str = "autoconfig") -> list[str]:
+    return [sys.executable, str(CONFIG_SERVER), "--model", "acme/tiny", "--port", "{port}", "--policy", policy, "--loader", loader]
+
+
+@dataclass
+class Bench:
+    folder: Path
+    leases: PortLeases
+    reaper: Reaper
+    counter: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def test(self, seed: int = 0) -> Iterator[tuple[FakeHubCache, HubRace, ServerFleet]]:
+        """One test's worth: a private cache with acme/tiny, races, fleets; all torn down after.
+        Thread-safe: fleets get the cache's env explicitly, nothing global changes."""
+        with self.lock:
+            self.counter += 1
+            number = self.counter
+        cache = FakeHubCache(self.folder / f"test-{number}" / "cache")
+        cache.add_model("acme/tiny", CONFIG)
+        controller = RuntimeController().start()
+        controller.watch(cache.root)
+        races = HubRace(controller, seed)
+        fleets = ServerFleet(
+            controller,
+            self.folder / f"test-{number}" / "fleet",
+            self.leases,
+            self.reaper,
+            default_timeout=60,
+            default_cache=cache,
+            races=lambda: races.armed,
+        )
+        try:
+            yield cache, races, fleets
+        finally:
+            fleets.stop_all()
+            races.close()
+            controller.close()
+            shutil.rmtree(self.folder / f"test-{number}", ignore_errors=True)
+
+
+@contextmanager
+def workbench() -> Iterator[Bench]:
+    folder = Path(tempfile.mkdtemp(prefix="bench-"))
+    reaper = Reaper()
+    try:
+        yield Bench(folder, PortLeases(folder / "ports"), reaper)
+    finally:
+        reaper.close()
+        shutil.rmtree(folder, ignore_errors=True)
