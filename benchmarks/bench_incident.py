@@ -60,7 +60,11 @@ def launch(fleets: ServerFleet, policy: str = "naive") -> tuple[Fleet, float]:
 
 
 def first_failure(fleet: Fleet, started: float) -> float | None:
-    exits = [s.seconds_to_exit for s in fleet.servers if s.state == "exited" and s.seconds_to_exit is not None]
+    exits = [
+        s.seconds_to_exit
+        for s in fleet.servers
+        if s.state == "exited" and s.seconds_to_exit is not None
+    ]
     if not exits or fleet.released_t is None:
         return None
     return (fleet.released_t - started) + min(exits)
@@ -74,11 +78,23 @@ def run_mode(bench: Bench, mode: str, race: str, run: int) -> tuple[float | None
         if mode == "deterministic":
             races.arm(race, repo, "config.json")
         elif mode == "chaos":
-            races.arm(race, repo, "config.json", trigger=chaos(gap=0.001, seed=run), allow_miss=True)
+            races.arm(
+                race, repo, "config.json", trigger=chaos(gap=0.001, seed=run), allow_miss=True
+            )
         else:
             env = {k: v for k, v in os.environ.items() if not k.startswith("STARTUP_GUARD_")}
-            paths = [str(repo.blob("config.json")), str(repo.pointer("config.json")), str(repo.ref()), repo.commit]
-            writer = subprocess.Popen([sys.executable, "-c", REAL_WRITERS[race], *paths], env=env, stdout=subprocess.PIPE, text=True)
+            paths = [
+                str(repo.blob("config.json")),
+                str(repo.pointer("config.json")),
+                str(repo.ref()),
+                repo.commit,
+            ]
+            writer = subprocess.Popen(
+                [sys.executable, "-c", REAL_WRITERS[race], *paths],
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
         try:
             fleet, started = launch(fleets)
@@ -88,7 +104,10 @@ def run_mode(bench: Bench, mode: str, race: str, run: int) -> tuple[float | None
             if writer is not None:
                 writer.kill()
                 writer.wait()
-                for armed in [races.arm("pointer_swap", repo, "config.json", allow_miss=True), races.arm("ref_rewrite", repo, "config.json", allow_miss=True)]:
+                for armed in [
+                    races.arm("pointer_swap", repo, "config.json", allow_miss=True),
+                    races.arm("ref_rewrite", repo, "config.json", allow_miss=True),
+                ]:
                     armed.race.close(armed.target)  # what the writer was killed in the middle of
 
 
@@ -108,7 +127,9 @@ def main() -> None:
     figures: list[Figure] = []
     with workbench() as bench:
         clean = statistics.median(clean_startup(bench) for _ in range(1 if args.quick else 3))
-        figures.append(figure(f"incident: clean start-up of {SERVERS} naive servers", 1000 * clean, "ms"))
+        figures.append(
+            figure(f"incident: clean start-up of {SERVERS} naive servers", 1000 * clean, "ms")
+        )
         for race in ("pointer_swap", "ref_rewrite"):
             for mode in ("deterministic", "chaos", "real writer, 1 ms gap (CI)"):
                 results = [run_mode(bench, mode.split(",")[0], race, run) for run in range(runs)]

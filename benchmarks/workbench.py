@@ -25,7 +25,18 @@ CONFIG = {"config.json": {"model_type": "gpt2", "n_layer": 3}}
 
 
 def server_command(policy: str, loader: str = "autoconfig") -> list[str]:
-    return [sys.executable, str(CONFIG_SERVER), "--model", "acme/tiny", "--port", "{port}", "--policy", policy, "--loader", loader]
+    return [
+        sys.executable,
+        str(CONFIG_SERVER),
+        "--model",
+        "acme/tiny",
+        "--port",
+        "{port}",
+        "--policy",
+        policy,
+        "--loader",
+        loader,
+    ]
 
 
 @dataclass

@@ -49,6 +49,17 @@ _LOCKS_DIR_NAME = ".startup_guard_locks"
 
 
 @dataclass(frozen=True)
+class AppliedCorruption:
+    """A corruption ``FakeHubCache.corrupt`` wrote (kept for the report)."""
+
+    repo_id: str
+    revision: str
+    filename: str
+    kind: str
+    path: Path  # what changed on disk
+
+
+@dataclass(frozen=True)
 class CachedRepo:
     """One revision of one repo in a ``FakeHubCache``."""
 
@@ -144,6 +155,7 @@ class FakeHubCache:
                 json.dumps({"created_by": "pytest-startup-guard", "shared": shared}).encode(),
             )
         self.shared = shared
+        self.corruptions: list[AppliedCorruption] = []  # what corrupt() wrote, in order
         (self.hub_dir / ".locks").mkdir(parents=True, exist_ok=True)
 
     def __repr__(self) -> str:
@@ -321,6 +333,9 @@ class FakeHubCache:
         with unobserved():
             corruption.apply(target)
         changed: Path = getattr(target, corruption.changes)
+        self.corruptions.append(
+            AppliedCorruption(repo.repo_id, revision or repo.revision, filename, kind, changed)
+        )
         return changed
 
     # -- per-test copies -------------------------------------------------------------------
@@ -357,6 +372,10 @@ class FakeHubCache:
 
     def listing(self) -> list[dict[str, Any]]:
         """Every entry under the hub folder: path, kind, link target, size (for artifacts)."""
+        with unobserved():  # the plugin's look, not an access of the code under test
+            return self._listing()
+
+    def _listing(self) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
         for dirpath, dirnames, filenames in os.walk(self.hub_dir):
             for name in sorted(dirnames + filenames):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,12 +81,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.issue_config_time_warning(
             pytest.PytestWarning(f"startup-guard: {warning}"), stacklevel=2
         )
+    _configure_report(config)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: every worker uses the controller's run seed."""
     node.workerinput["startup_guard_seed"] = get_session(node.config).run_seed
+    node.workerinput["startup_guard_artifacts"] = _report_paths(node.config).artifacts
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -118,6 +121,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 f"replay: {replay_command(session.run_seed, item.nodeid)}",
             )
         )
+    _report_part(item, report)
     return report
 
 
@@ -140,6 +144,9 @@ def pytest_collection_modifyitems(
         config, items, get_session(config).readiness_timeout
     ):
         warnings.warn(pytest.PytestWarning(f"startup-guard: {warning}"), stacklevel=1)
+    from pytest_startup_guard.reruns import apply_no_rerun_marks
+
+    apply_no_rerun_marks(config, items, bool(get_session(config).value("allow_reruns")))
     # Other parts: append your calls here.
 
 
@@ -154,9 +161,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.fixture
-def hub_cache(tmp_path: Any) -> Iterator[FakeHubCache]:
+def hub_cache(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[FakeHubCache]:
     """A private fake hub cache for this test, its env applied to the test process."""
     cache = FakeHubCache(tmp_path / "startup-guard-cache")
+    _record(request).add_cache(cache)
     environment = HubEnvironment(cache.env)
     environment.apply()
     try:
@@ -198,6 +206,7 @@ def child_runtime(
     from pytest_startup_guard.controller import RuntimeController
 
     controller = RuntimeController().start()
+    _record(request).controller = controller
     for name in ("hub_cache", "shared_hub_cache"):
         if name in request.fixturenames:
             controller.watch(request.getfixturevalue(name).root)
@@ -224,6 +233,7 @@ def hub_race(child_runtime: RuntimeController, request: pytest.FixtureRequest) -
 
     register_hooked_races(request.config)
     races = HubRace(child_runtime, get_session(request.config).seed_for(request.node.nodeid))
+    _record(request).races = races
     try:
         yield races
     finally:
@@ -285,6 +295,7 @@ def server_fleet(
         default_cache=default_cache,
         races=lambda: hub_race.armed,
     )
+    _record(request).fleets = fleets
     try:
         yield fleets
     finally:
@@ -330,6 +341,7 @@ def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[
         replay_command(session.run_seed, request.node.nodeid),
     )
     request.node.stash[CASE_KEY] = case
+    _record(request).case = case
     yield case
     unchecked = case.judgement is None and case.repo is not None
     if unchecked and not request.node.stash.get(CALL_FAILED_KEY, False):
@@ -373,3 +385,104 @@ def start_methods(request: pytest.FixtureRequest) -> StartMethodChecker:
     from pytest_startup_guard.startmethods import StartMethodChecker
 
     return StartMethodChecker(pythonpath=[request.path.parent])
+
+
+# -- report --------------------------------------------------------------------------------
+# The session report lives in report.py (with record.py, timeline.py, artifacts.py and
+# reruns.py). The fixtures above put what they create into the test's record (item.stash);
+# pytest_runtest_makereport hands each report of a start-up test to report.py, which attaches
+# the test's part to it (pytest-xdist carries it to the controller); where reports are logged
+# (the xdist controller, or the only process), a collector gathers the parts for the terminal
+# summary and the JSON report.
+
+if TYPE_CHECKING:
+    from pytest_startup_guard.record import StartupRecord
+    from pytest_startup_guard.report import RunReport
+
+
+@dataclass(frozen=True)
+class _ReportPaths:
+    report: str | None  # --startup-guard-report, absolute
+    artifacts: str | None  # --startup-guard-artifacts, absolute
+
+
+REPORT_PATHS_KEY = pytest.StashKey[_ReportPaths]()
+RUN_REPORT_KEY = pytest.StashKey["RunReport"]()
+
+
+class _ReportCollector:
+    """Gathers the reports' parts; pytest_runtest_logreport is given no config, this holds it."""
+
+    def __init__(self, run: RunReport) -> None:
+        self.run = run
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.run.collect(report)
+
+
+def _configure_report(config: pytest.Config) -> None:
+    from pytest_startup_guard.report import RunReport, resolve_path
+
+    session = get_session(config)
+
+    def resolved(name: str) -> str | None:
+        value = session.value(name)
+        return (
+            None if value is None else str(resolve_path(str(value), config.invocation_params.dir))
+        )
+
+    worker_input = getattr(config, "workerinput", None)
+    if worker_input is not None and "startup_guard_artifacts" in worker_input:
+        artifacts = worker_input["startup_guard_artifacts"]  # the controller's, resolved there
+    else:
+        artifacts = resolved("artifacts")
+    config.stash[REPORT_PATHS_KEY] = _ReportPaths(resolved("report"), artifacts)
+    if worker_input is None:
+        run = config.stash[RUN_REPORT_KEY] = RunReport()
+        config.pluginmanager.register(_ReportCollector(run), "startup-guard-report")
+
+
+def _report_paths(config: pytest.Config) -> _ReportPaths:
+    return config.stash[REPORT_PATHS_KEY]
+
+
+def _record(request: pytest.FixtureRequest) -> StartupRecord:
+    """The record of the test's current attempt, which the report reads."""
+    from pytest_startup_guard.record import record_of
+
+    return record_of(request.node)
+
+
+def _report_part(item: pytest.Item, report: pytest.TestReport) -> None:
+    from pytest_startup_guard.report import on_makereport
+
+    artifacts = _report_paths(item.config).artifacts
+    on_makereport(item, report, get_session(item.config), Path(artifacts) if artifacts else None)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+    run = session.config.stash.get(RUN_REPORT_KEY, None)
+    if run is None:
+        return  # an xdist worker: the controller reports
+    from pytest_startup_guard.report import write_report
+    from pytest_startup_guard.reruns import fail_on_hidden
+
+    guard = get_session(session.config)
+    run.strict_failed = fail_on_hidden(
+        session, len(run.hidden()), bool(guard.value("strict_reruns"))
+    )
+    path = _report_paths(session.config).report
+    if path is not None:
+        write_report(run, Path(path), session, guard)
+
+
+def pytest_terminal_summary(
+    terminalreporter: Any, exitstatus: int | pytest.ExitCode, config: pytest.Config
+) -> None:
+    run = config.stash.get(RUN_REPORT_KEY, None)
+    if run is not None:
+        from pytest_startup_guard.report import write_terminal_summary
+
+        guard = get_session(config)
+        write_terminal_summary(terminalreporter, run, guard, bool(guard.value("strict_reruns")))
