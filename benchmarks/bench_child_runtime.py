@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -56,9 +57,12 @@ def idle_startup(base: Path, runs: int) -> list[Figure]:
     for _ in range(3):  # warm the file cache
         startup_seconds(without, env)
         startup_seconds(with_package, env)
-    for _ in range(runs):  # interleaved, so that drift hits both alike
-        samples["without"].append(startup_seconds(without, env))
-        samples["with"].append(startup_seconds(with_package, env))
+    shuffle = random.Random(runs).shuffle
+    for _ in range(runs):  # interleaved in a seeded random order: drift and order hit both alike
+        order = [("without", without), ("with", with_package)]
+        shuffle(order)
+        for name, python in order:
+            samples[name].append(startup_seconds(python, env))
     bare, idle = statistics.median(samples["without"]), statistics.median(samples["with"])
     return [
         figure("child runtime: python start-up, no plan, package installed", idle * 1000, "ms"),
@@ -165,7 +169,7 @@ def main() -> None:
     args = parse_args(__doc__ or "")
     base = Path(tempfile.mkdtemp(prefix="bench-child-"))
     try:
-        figures = idle_startup(base, runs=5 if args.quick else 40)
+        figures = idle_startup(base, runs=6 if args.quick else 150)
         figures += hook_cost(base, opens=2000 if args.quick else 50000)
         figures += barrier_spread(8, repeats=1 if args.quick else 7)
     finally:

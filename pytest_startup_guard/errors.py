@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -18,6 +17,8 @@ class UnknownNameError(StartupGuardError, ValueError):
     """A race, corruption, target or readiness name that is not in its catalog."""
 
     def __init__(self, kind: str, name: object, known: Iterable[str], where: str = "") -> None:
+        import difflib  # only when there is an error to explain
+
         known_sorted = sorted(known)
         hint = ""
         if isinstance(name, str):

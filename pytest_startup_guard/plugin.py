@@ -8,30 +8,31 @@ library and pytest only; everything heavy is imported inside the fixture or hook
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_startup_guard import options, targets, timeouts
-from pytest_startup_guard.hubcache import FakeHubCache
-from pytest_startup_guard.hubenv import HubEnvironment
+from pytest_startup_guard.record import STARTUP_TEST_FIXTURES
 from pytest_startup_guard.seeds import replay_command
 from pytest_startup_guard.session import SESSION_KEY, build_session, get_session
 
 if TYPE_CHECKING:
     from pytest_startup_guard.controller import RuntimeController
     from pytest_startup_guard.fleet import ServerFleet
+    from pytest_startup_guard.hubcache import FakeHubCache
     from pytest_startup_guard.hubrace import HubRace
     from pytest_startup_guard.reaper import Reaper
+    from pytest_startup_guard.report import ReportPaths
     from pytest_startup_guard.verdicts import StartupCase
 
 CALL_FAILED_KEY = pytest.StashKey[bool]()
 
-# Fixtures that make a test a start-up test: its failures carry the seed and replay command.
-STARTUP_FIXTURES = ("hub_race", "server_fleet", "startup_case", "child_runtime")
+# A failure of a start-up test (record.py), or of any test with child processes under a plan,
+# carries the seed and the replay command.
+REPLAYED_FIXTURES = (*STARTUP_TEST_FIXTURES, "child_runtime")
 
 MARKERS = (
     "cpu: run only where the start-up target is cpu (combine with cuda/rocm: any of them)",
@@ -55,18 +56,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def register_hooked_races(config: pytest.Config) -> None:
     """Races returned by ``pytest_startup_guard_races`` implementations (conftests, plugins)."""
-    from pytest_startup_guard.races import register_race
+    from pytest_startup_guard.races import register_races
 
-    for result in config.hook.pytest_startup_guard_races():
-        if result is None:
-            continue
-        pairs = (
-            result.items()
-            if isinstance(result, Mapping)
-            else ((race.name, race) for race in result)
-        )
-        for name, race in pairs:
-            register_race(name, race)
+    register_races(config.hook.pytest_startup_guard_races())
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -111,7 +103,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.when == "call" and report.failed:
         item.stash[CALL_FAILED_KEY] = True
     if report.failed and any(
-        name in getattr(item, "fixturenames", ()) for name in STARTUP_FIXTURES
+        name in getattr(item, "fixturenames", ()) for name in REPLAYED_FIXTURES
     ):
         session = get_session(item.config)
         report.sections.append(
@@ -128,7 +120,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 # -- targets -------------------------------------------------------------------------------
 # cpu/cuda/rocm detection, marker semantics and reporting live in targets.py; these hooks only
 # wire them in. DESIGN.md: one place owns pytest_collection_modifyitems (and each hook here):
-# other parts append their own calls to the hooks below rather than defining them again.
+# every part that needs a hook adds its call to the one definition below.
 
 TARGET_CHOICE_KEY = pytest.StashKey[targets.TargetChoice]()
 
@@ -147,14 +139,12 @@ def pytest_collection_modifyitems(
     from pytest_startup_guard.reruns import apply_no_rerun_marks
 
     apply_no_rerun_marks(config, items, bool(get_session(config).value("allow_reruns")))
-    # Other parts: append your calls here.
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # The JUnit XML is written by this process only where it holds pytest's LogXML (the xdist
     # controller, or a run without xdist); it exists from junitxml's pytest_configure on.
     targets.record_in_junit_xml(session.config, session.config.stash[TARGET_CHOICE_KEY])
-    # Other parts: append your calls here.
 
 
 # -- fixtures ------------------------------------------------------------------------------
@@ -163,6 +153,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.fixture
 def hub_cache(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[FakeHubCache]:
     """A private fake hub cache for this test, its env applied to the test process."""
+    from pytest_startup_guard.hubcache import FakeHubCache
+    from pytest_startup_guard.hubenv import HubEnvironment
+
     cache = FakeHubCache(tmp_path / "startup-guard-cache")
     _record(request).add_cache(cache)
     environment = HubEnvironment(cache.env)
@@ -182,6 +175,8 @@ def shared_hub_cache(
     Read-only for tests: races and corruptions refuse its repos; take ``hub_cache.copy_of(repo)``.
     """
     from filelock import FileLock
+
+    from pytest_startup_guard.hubcache import FakeHubCache
 
     base = tmp_path_factory.getbasetemp()
     if hasattr(pytestconfig, "workerinput"):
@@ -324,7 +319,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[StartupCase]:
     """One case of ``@pytest.mark.startup_races``: ``.kind``, ``.name``, ``.apply(repo,
     filename)`` and ``.check(fleet, expect=None)``. A case never checked fails the test."""
-    from pytest_startup_guard.seeds import replay_command
     from pytest_startup_guard.verdicts import CaseSpec, StartupCase
 
     spec = getattr(request, "param", None)
@@ -397,53 +391,18 @@ def start_methods(request: pytest.FixtureRequest) -> StartMethodChecker:
 
 if TYPE_CHECKING:
     from pytest_startup_guard.record import StartupRecord
-    from pytest_startup_guard.report import RunReport
-
-
-@dataclass(frozen=True)
-class _ReportPaths:
-    report: str | None  # --startup-guard-report, absolute
-    artifacts: str | None  # --startup-guard-artifacts, absolute
-
-
-REPORT_PATHS_KEY = pytest.StashKey[_ReportPaths]()
-RUN_REPORT_KEY = pytest.StashKey["RunReport"]()
-
-
-class _ReportCollector:
-    """Gathers the reports' parts; pytest_runtest_logreport is given no config, this holds it."""
-
-    def __init__(self, run: RunReport) -> None:
-        self.run = run
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.run.collect(report)
 
 
 def _configure_report(config: pytest.Config) -> None:
-    from pytest_startup_guard.report import RunReport, resolve_path
+    from pytest_startup_guard.report import configure
 
-    session = get_session(config)
-
-    def resolved(name: str) -> str | None:
-        value = session.value(name)
-        return (
-            None if value is None else str(resolve_path(str(value), config.invocation_params.dir))
-        )
-
-    worker_input = getattr(config, "workerinput", None)
-    if worker_input is not None and "startup_guard_artifacts" in worker_input:
-        artifacts = worker_input["startup_guard_artifacts"]  # the controller's, resolved there
-    else:
-        artifacts = resolved("artifacts")
-    config.stash[REPORT_PATHS_KEY] = _ReportPaths(resolved("report"), artifacts)
-    if worker_input is None:
-        run = config.stash[RUN_REPORT_KEY] = RunReport()
-        config.pluginmanager.register(_ReportCollector(run), "startup-guard-report")
+    configure(config, get_session(config))
 
 
-def _report_paths(config: pytest.Config) -> _ReportPaths:
-    return config.stash[REPORT_PATHS_KEY]
+def _report_paths(config: pytest.Config) -> ReportPaths:
+    from pytest_startup_guard.report import report_paths
+
+    return report_paths(config)
 
 
 def _record(request: pytest.FixtureRequest) -> StartupRecord:
@@ -462,12 +421,12 @@ def _report_part(item: pytest.Item, report: pytest.TestReport) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+    from pytest_startup_guard.report import RUN_REPORT_KEY, write_report
+    from pytest_startup_guard.reruns import fail_on_hidden
+
     run = session.config.stash.get(RUN_REPORT_KEY, None)
     if run is None:
         return  # an xdist worker: the controller reports
-    from pytest_startup_guard.report import write_report
-    from pytest_startup_guard.reruns import fail_on_hidden
-
     guard = get_session(session.config)
     run.strict_failed = fail_on_hidden(
         session, len(run.hidden()), bool(guard.value("strict_reruns"))
@@ -480,9 +439,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
 def pytest_terminal_summary(
     terminalreporter: Any, exitstatus: int | pytest.ExitCode, config: pytest.Config
 ) -> None:
+    from pytest_startup_guard.report import RUN_REPORT_KEY, write_terminal_summary
+
     run = config.stash.get(RUN_REPORT_KEY, None)
     if run is not None:
-        from pytest_startup_guard.report import write_terminal_summary
-
         guard = get_session(config)
         write_terminal_summary(terminalreporter, run, guard, bool(guard.value("strict_reruns")))

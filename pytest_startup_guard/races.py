@@ -9,6 +9,7 @@ the window. Users add races by subclassing ``Race`` and registering a name with
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, ClassVar
@@ -236,6 +237,23 @@ def register_race(name: str, race: type[Race]) -> None:
     if existing is not None and existing is not race:
         raise StartupGuardError(f"race name {name!r} is taken by {existing.__qualname__}")
     RACES[name] = race
+
+
+def register_races(
+    results: Iterable[Mapping[str, type[Race]] | Iterable[type[Race]] | None],
+) -> None:
+    """Register what ``pytest_startup_guard_races`` implementations returned: mappings of name
+    to race class, or race classes carrying their ``name``."""
+    for result in results:
+        if result is None:
+            continue
+        pairs = (
+            result.items()
+            if isinstance(result, Mapping)
+            else ((race.name, race) for race in result)
+        )
+        for name, race in pairs:
+            register_race(name, race)
 
 
 def get_race(race: str | Race, where: str = "") -> Race:

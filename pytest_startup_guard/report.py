@@ -37,6 +37,51 @@ SCHEMA_FILE = Path(__file__).with_name("report-schema.json")
 VERSIONED = ("pytest-rerunfailures", "pytest-xdist", "huggingface_hub", "transformers")
 
 
+@dataclass(frozen=True)
+class ReportPaths:
+    report: str | None  # --startup-guard-report, absolute
+    artifacts: str | None  # --startup-guard-artifacts, absolute
+
+
+REPORT_PATHS_KEY = pytest.StashKey[ReportPaths]()
+RUN_REPORT_KEY = pytest.StashKey["RunReport"]()
+
+
+class _ReportCollector:
+    """Gathers the reports' parts; pytest_runtest_logreport is given no config, this holds it."""
+
+    def __init__(self, run: RunReport) -> None:
+        self.run = run
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.run.collect(report)
+
+
+def configure(config: pytest.Config, session: GuardSession) -> None:
+    """Resolve the report and artifacts paths; where reports are logged (not on an xdist
+    worker), start gathering the tests' parts."""
+
+    def resolved(name: str) -> str | None:
+        value = session.value(name)
+        return (
+            None if value is None else str(resolve_path(str(value), config.invocation_params.dir))
+        )
+
+    worker_input = getattr(config, "workerinput", None)
+    if worker_input is not None and "startup_guard_artifacts" in worker_input:
+        artifacts = worker_input["startup_guard_artifacts"]  # the controller's, resolved there
+    else:
+        artifacts = resolved("artifacts")
+    config.stash[REPORT_PATHS_KEY] = ReportPaths(resolved("report"), artifacts)
+    if worker_input is None:
+        run = config.stash[RUN_REPORT_KEY] = RunReport()
+        config.pluginmanager.register(_ReportCollector(run), "startup-guard-report")
+
+
+def report_paths(config: pytest.Config) -> ReportPaths:
+    return config.stash[REPORT_PATHS_KEY]
+
+
 # -- where the test runs ---------------------------------------------------------------------
 
 

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
-import random
+import os
 import shlex
 
 
 def draw_run_seed() -> int:
-    return random.SystemRandom().randrange(2**32)
+    return int.from_bytes(os.urandom(4), "big")
 
 
 def seed_for_test(run_seed: int, nodeid: str) -> int:
     """Stable per test: the same run seed and node id always give the same test seed."""
+    import hashlib  # loads OpenSSL: not at plugin import
+
     digest = hashlib.sha256(f"{run_seed}:{nodeid}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
 

@@ -8,10 +8,7 @@ because pytest-timeout would then kill the test before the fleet could say what 
 
 from __future__ import annotations
 
-import ast
-import inspect
 import os
-import textwrap
 from collections.abc import Callable
 
 import pytest
@@ -24,6 +21,10 @@ def count_launches(function: Callable[..., object] | None) -> int:
     """``.launch(`` calls in the test function's source (at least 1; a loop counts once)."""
     if function is None:
         return 1
+    import ast  # only for fleet tests without a time-out of their own: keep plugin import cheap
+    import inspect
+    import textwrap
+
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):
