@@ -52,7 +52,9 @@ def main() -> int:
     parser.add_argument(
         "--out", default=None, help="results file (default benchmarks/results.json)"
     )
-    parser.add_argument("--only", default=None, help="run only bench_<ONLY>.py")
+    parser.add_argument(
+        "--only", default=None, help="run only bench_<ONLY>.py; its figures replace its old ones"
+    )
     args = parser.parse_args()
     out = (
         Path(args.out)
@@ -83,6 +85,10 @@ def main() -> int:
             item["benchmark"] = script.stem
         results.extend(figures)
         print(f"   ({elapsed:.1f} s)", flush=True)
+    if args.only and out.exists():  # refresh one benchmark's figures, keep the others'
+        previous = json.loads(out.read_text())["figures"]
+        results = [f for f in previous if f["benchmark"] != f"bench_{args.only}"] + results
+        results.sort(key=lambda item: str(item["benchmark"]))
     out.write_text(
         json.dumps({"machine": machine(), "quick": args.quick, "figures": results}, indent=2) + "\n"
     )

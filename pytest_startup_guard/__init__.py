@@ -6,8 +6,6 @@ of a test does when a plan is set) costs nothing until a name is used.
 
 from __future__ import annotations
 
-import importlib
-
 TYPE_CHECKING = False  # not typing's: importing typing costs every child process ~10 ms
 
 __version__ = "0.1.0.dev0"
@@ -134,6 +132,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'pytest_startup_guard' has no attribute {name!r}")
+    import importlib  # not at package import: every process under a plan imports the package
+
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

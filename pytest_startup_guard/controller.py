@@ -120,13 +120,15 @@ class BarrierGroup:
         """Wait until every member arrived, every missing one is no longer coming
         (``still_coming(index)`` is False: it exited, or is not Python), or the deadline passed.
         Returns the indexes that did not arrive."""
-        while True:
-            with self.controller._lock:
+        with self.controller._arrival:
+            while True:
                 missing = [i for i in range(self.size) if i not in self.arrived]
-            coming = [i for i in missing if still_coming is None or still_coming(i)]
-            if not coming or time.monotonic() >= deadline:
-                return missing
-            time.sleep(0.001)
+                coming = [i for i in missing if still_coming is None or still_coming(i)]
+                remaining = deadline - time.monotonic()
+                if not coming or remaining <= 0:
+                    return missing
+                # Woken by each hello; the time-out only re-asks still_coming (process exits).
+                self.controller._arrival.wait(min(remaining, 0.05))
 
     def release(self) -> float:
         """Let every held member go; later arrivals pass straight through."""
@@ -156,6 +158,7 @@ class RuntimeController:
         self._watched: list[str] = []
         self._groups: dict[str, BarrierGroup] = {}
         self._lock = threading.RLock()
+        self._arrival = threading.Condition(self._lock)
         self._folder: Path | None = None
         self._server: socket.socket | None = None
         self._selector: selectors.BaseSelector | None = None
@@ -489,6 +492,7 @@ class RuntimeController:
                 index = record.member_index
                 if group is not None and index is not None:
                     group.arrived.setdefault(index, pid)
+                    self._arrival.notify_all()
                     if group.released_t is None:
                         group.held += 1
                         record.held = True

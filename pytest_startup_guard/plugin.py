@@ -100,11 +100,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
+    names = getattr(item, "fixturenames", ())
+    if not any(name in names for name in REPLAYED_FIXTURES):
+        return report  # most tests of a suite: nothing to add, at the least cost
     if report.when == "call" and report.failed:
         item.stash[CALL_FAILED_KEY] = True
-    if report.failed and any(
-        name in getattr(item, "fixturenames", ()) for name in REPLAYED_FIXTURES
-    ):
+    if report.failed:
         session = get_session(item.config)
         report.sections.append(
             (
