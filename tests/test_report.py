@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,41 +16,7 @@ from pytest_startup_guard.artifacts import folder_name
 from pytest_startup_guard.report import SCHEMA_FILE
 from pytest_startup_guard.timeline import Lane, render
 
-# A server that reads config.json straight from the hub layout; "retry" survives a race.
-STUB = """
-import json, os, sys, time, http.server
-
-policy, port, repo = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-folder = os.path.join(os.environ["HF_HUB_CACHE"], "models--" + repo.replace("/", "--"))
-
-def load():
-    with open(os.path.join(folder, "refs", "main")) as ref:
-        commit = ref.read()
-    with open(os.path.join(folder, "snapshots", commit, "config.json")) as handle:
-        return json.load(handle)
-
-for attempt in range(40 if policy == "retry" else 1):
-    try:
-        config = load()
-        break
-    except Exception as error:
-        if policy != "retry" or attempt == 39:
-            print(f"cannot load config.json of {repo}: {error!r}", flush=True)
-            sys.exit(1)
-        time.sleep(0.05)
-body = json.dumps(config).encode()
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-
-http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
-"""
+STUB = (Path(__file__).parent / "stub_server.py").read_text()
 
 COMMON = """
 import sys

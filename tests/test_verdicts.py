@@ -2,56 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-# A server that reads config.json straight from the hub layout (refs/main, then the pointer).
-STUB = """
-import json, os, sys, time, http.server
-
-policy, port, repo = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-folder = os.path.join(os.environ["HF_HUB_CACHE"], "models--" + repo.replace("/", "--"))
-
-def load():
-    with open(os.path.join(folder, "refs", "main")) as ref:
-        commit = ref.read()
-    with open(os.path.join(folder, "snapshots", commit, "config.json")) as handle:
-        config = json.load(handle)
-    if "model_type" not in config:
-        raise ValueError("no model_type")
-    return config
-
-def start():
-    if policy == "ignores_cache":
-        return {"model_type": "gpt2"}
-    if policy == "quiet_naive":
-        try:
-            return load()
-        except Exception:
-            sys.exit(1)
-    for attempt in range(8 if policy == "retry" else 1 if policy in ("naive", "swallow") else 10**9):
-        try:
-            return load()
-        except Exception as error:
-            if policy == "swallow":
-                return {"model_type": "fallback"}
-            if policy == "naive" or (policy == "retry" and attempt == 7):
-                raise RuntimeError(f"cannot load config.json of {repo}: {error!r}")
-            time.sleep(0.1)
-
-config = start()
-body = json.dumps(config).encode()
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-
-http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
-"""
+STUB = (Path(__file__).parent / "stub_server.py").read_text()
 
 CASES = """
 import json, sys
