@@ -55,7 +55,9 @@ while True:
 
 def launch(fleets: ServerFleet, policy: str = "naive") -> tuple[Fleet, float]:
     started = time.monotonic()
-    fleet = fleets.launch(server_command(policy), count=SERVERS, ready=ready.http("/health"))
+    fleet = fleets.launch(
+        server_command(policy, "autoconfig"), count=SERVERS, ready=ready.http("/health")
+    )
     return fleet, started
 
 

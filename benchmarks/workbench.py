@@ -20,23 +20,12 @@ from pytest_startup_guard.ports import PortLeases
 from pytest_startup_guard.reaper import Reaper
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-CONFIG_SERVER = EXAMPLES / "servers" / "config_server.py"
-CONFIG = {"config.json": {"model_type": "gpt2", "n_layer": 3}}
+sys.path.insert(0, str(EXAMPLES))
 
+from zoo import CONFIG  # noqa: E402 - the bug zoo's servers and config, as its tests use them
+from zoo import command as server_command  # noqa: E402
 
-def server_command(policy: str, loader: str = "autoconfig") -> list[str]:
-    return [
-        sys.executable,
-        str(CONFIG_SERVER),
-        "--model",
-        "acme/tiny",
-        "--port",
-        "{port}",
-        "--policy",
-        policy,
-        "--loader",
-        loader,
-    ]
+__all__ = ["CONFIG", "Bench", "server_command", "workbench"]
 
 
 @dataclass
