@@ -364,16 +364,28 @@ def _failure_tails(runs: Sequence[StartupRun]) -> str:
     return "\n".join(parts)
 
 
-@dataclass
-class StartMethodResult:
-    """Every mode ``check_start_methods`` ran the start-up in (``.runs``)."""
+class _JudgedRuns:
+    """What both checks' results share: their failed runs, and the failure that lists them."""
 
-    startup: str
-    runs: list[StartupRun] = field(default_factory=list)
+    runs: list[StartupRun]
 
     @property
     def failures(self) -> list[StartupRun]:
         return [run for run in self.runs if not run.passed and not run.skipped]
+
+    def _fail_if_any(self, headline: str) -> None:
+        __tracebackhide__ = True
+        if self.failures:
+            tails = _failure_tails(self.runs)
+            raise AssertionError(f"{headline}\n{self}" + (f"\n{tails}" if tails else ""))
+
+
+@dataclass
+class StartMethodResult(_JudgedRuns):
+    """Every mode ``check_start_methods`` ran the start-up in (``.runs``)."""
+
+    startup: str
+    runs: list[StartupRun] = field(default_factory=list)
 
     def __str__(self) -> str:
         verdict = f"{len(self.failures)} of {len(self.runs)} modes failed"
@@ -382,16 +394,11 @@ class StartMethodResult:
     def assert_safe(self) -> None:
         """Fail, with every mode in the message, unless the start-up started in each."""
         __tracebackhide__ = True
-        if self.failures:
-            tails = _failure_tails(self.runs)
-            raise AssertionError(
-                f"the start-up does not start under every start method\n{self}"
-                + (f"\n{tails}" if tails else "")
-            )
+        self._fail_if_any("the start-up does not start under every start method")
 
 
 @dataclass
-class EnvChoiceResult:
+class EnvChoiceResult(_JudgedRuns):
     """Every value ``check_env_choices`` gave the variable, and what the start-up did."""
 
     startup: str
@@ -399,10 +406,6 @@ class EnvChoiceResult:
     allowed: tuple[str, ...]
     unlisted: tuple[str, ...]
     runs: list[StartupRun] = field(default_factory=list)
-
-    @property
-    def failures(self) -> list[StartupRun]:
-        return [run for run in self.runs if not run.passed and not run.skipped]
 
     def __str__(self) -> str:
         verdict = f"{len(self.failures)} of {len(self.runs)} runs disagree"
@@ -414,12 +417,9 @@ class EnvChoiceResult:
     def assert_agree(self) -> None:
         """Fail, with every run in the message, unless documentation and code agree."""
         __tracebackhide__ = True
-        if self.failures:
-            tails = _failure_tails(self.runs)
-            raise AssertionError(
-                f"{self.variable}'s documented choices and the code that reads it disagree\n"
-                f"{self}" + (f"\n{tails}" if tails else "")
-            )
+        self._fail_if_any(
+            f"{self.variable}'s documented choices and the code that reads it disagree"
+        )
 
 
 # -- the checks --------------------------------------------------------------------------------
