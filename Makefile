@@ -25,11 +25,11 @@ demo: $(VENV)/.installed-demo
 	$(BIN)/python examples/run_demo.py
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check pytest_startup_guard tests examples benchmarks
-	$(BIN)/ruff format --check pytest_startup_guard tests examples benchmarks
+	$(BIN)/ruff check pytest_startup_guard tests examples benchmarks tools
+	$(BIN)/ruff format --check pytest_startup_guard tests examples benchmarks tools
 
 typecheck: $(VENV)/.installed-test
-	$(BIN)/mypy --strict pytest_startup_guard
+	$(BIN)/mypy --strict pytest_startup_guard tools/hub_versions.py
 
 unit: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --durations=15

@@ -15,7 +15,7 @@ from pathlib import Path
 from harness import Figure, emit, figure, parse_args
 
 import pytest_startup_guard
-from pytest_startup_guard.controller import RuntimeController
+from pytest_startup_guard.runtime.controller import RuntimeController
 
 PACKAGE_ROOT = Path(pytest_startup_guard.__file__).resolve().parent
 BOOT_PTH = PACKAGE_ROOT / "startup_guard_boot.pth"
@@ -80,7 +80,7 @@ def idle_startup(base: Path, runs: int) -> list[Figure]:
 
 HOOK_COST = """
 import os, sys, time
-from pytest_startup_guard import childruntime
+from pytest_startup_guard.runtime import child as childruntime
 path = sys.argv[1]
 hooked = sys.argv[2] == "1"
 if hooked:

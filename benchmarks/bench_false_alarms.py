@@ -15,7 +15,7 @@ from harness import emit, figure, parse_args
 from workbench import Bench, server_command, workbench
 
 from pytest_startup_guard import ready
-from pytest_startup_guard.races import races_for_all
+from pytest_startup_guard.races.catalog import races_for_all
 
 
 def start_up(bench: Bench, race: str, run: int) -> tuple[bool, bool]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from harness import Figure, emit, figure, parse_args
 
 from pytest_startup_guard import check_start_methods, import_race, scan_background_imports
-from pytest_startup_guard.imports import DEFAULT_FRACTIONS
+from pytest_startup_guard.imports.probe import DEFAULT_FRACTIONS
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "imports"
 QUICK_FRACTIONS = (0.3,)  # one delay per order: a smoke run of the same code path

@@ -7,7 +7,7 @@ side, in one run of this script:
 - deterministic: ``hub_race.arm(race, repo, "config.json")`` (the default ``on_access()``);
 - seeded chaos: ``trigger=chaos(gap=0.001, seed=run)``, the plugin's refresher process;
 - the CI baseline: the real writer in a loop with a 1 ms gap — huggingface_hub's own
-  ``_create_symlink`` for ``pointer_swap``, and ``snapshot_download``'s pre-1.31 ref write
+  ``_create_symlink`` for ``pointer_swap``, and ``snapshot_download``'s in-place ref write (up to 1.30.0)
   (``open(ref, "w")`` then ``write(commit)``) for ``ref_rewrite``.
 
 Time to the first failure: for a catching run, from the launch to the first server that fails;
@@ -27,7 +27,7 @@ from harness import Figure, emit, figure, parse_args
 from workbench import Bench, server_command, workbench
 
 from pytest_startup_guard import chaos, ready
-from pytest_startup_guard.fleet import Fleet, ServerFleet
+from pytest_startup_guard.fleet.fleet import Fleet, ServerFleet
 
 SERVERS = 4  # the incident's --api-server-count=4 (2 in --quick mode)
 
@@ -46,7 +46,7 @@ import sys, time
 blob, pointer, ref, commit = sys.argv[1:5]
 print("ready", flush=True)
 while True:
-    with open(ref, "w") as f:  # snapshot_download before huggingface_hub 1.31
+    with open(ref, "w") as f:  # snapshot_download up to huggingface_hub 1.30.0
         f.write(commit)
     time.sleep(0.001)
 """,

@@ -24,9 +24,9 @@ from pathlib import Path
 from harness import Figure, emit, figure, parse_args
 
 from pytest_startup_guard import FakeHubCache, chaos, on_access
-from pytest_startup_guard.controller import RuntimeController
-from pytest_startup_guard.hubenv import HubEnvironment
-from pytest_startup_guard.hubrace import HubRace
+from pytest_startup_guard.cache.env import HubEnvironment
+from pytest_startup_guard.races.hubrace import HubRace
+from pytest_startup_guard.runtime.controller import RuntimeController
 
 READER = """
 import json, sys, time

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness import Figure, emit, figure, median_seconds, parse_args
 
-from pytest_startup_guard.targets import detect_target
+from pytest_startup_guard.targets.detection import detect_target
 
 LIMIT_MS = 5.0
 
@@ -21,7 +21,7 @@ FRESH = """
 import json, sys, time
 before = set(sys.modules)
 start = time.perf_counter()
-from pytest_startup_guard.targets import detect_target
+from pytest_startup_guard.targets.detection import detect_target
 imported = time.perf_counter()
 detect_target()
 detected = time.perf_counter()
@@ -81,7 +81,7 @@ def fresh_interpreter(runs: int) -> list[Figure]:
             detail=f"median of {runs} interpreters",
         ),
         figure(
-            "targets: importing pytest_startup_guard.targets (fresh)",
+            "targets: importing pytest_startup_guard.targets.detection (fresh)",
             imported,
             "ms",
             detail=f"median of {runs} interpreters; stdlib only (typing, dataclasses, shutil),"

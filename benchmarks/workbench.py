@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_startup_guard import FakeHubCache
-from pytest_startup_guard.controller import RuntimeController
-from pytest_startup_guard.fleet import ServerFleet
-from pytest_startup_guard.hubrace import HubRace
-from pytest_startup_guard.ports import PortLeases
-from pytest_startup_guard.reaper import Reaper
+from pytest_startup_guard.fleet.fleet import ServerFleet
+from pytest_startup_guard.fleet.ports import PortLeases
+from pytest_startup_guard.fleet.reaper import Reaper
+from pytest_startup_guard.races.hubrace import HubRace
+from pytest_startup_guard.runtime.controller import RuntimeController
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))

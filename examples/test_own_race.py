@@ -12,7 +12,7 @@ import pytest
 from own_races import SnapshotResync
 
 from pytest_startup_guard import FakeHubCache, HubRace, assert_fails_closed, assert_survives
-from pytest_startup_guard.triggers import on_access
+from pytest_startup_guard.races.triggers import on_access
 
 
 def load(repo_id: str = "acme/tiny") -> dict[str, object]:

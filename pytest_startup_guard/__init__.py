@@ -6,50 +6,54 @@ of a test does when a plan is set) costs nothing until a name is used.
 
 from __future__ import annotations
 
+from pytest_startup_guard import _moved
+from pytest_startup_guard._version import __version__ as __version__
+
 TYPE_CHECKING = False  # not typing's: importing typing costs every child process ~10 ms
 
-__version__ = "0.1.0.dev0"
-
 _EXPORTS = {
-    "FakeHubCache": "pytest_startup_guard.hubcache",
-    "CachedRepo": "pytest_startup_guard.hubcache",
-    "CORRUPTIONS": "pytest_startup_guard.corruptions",
+    "FakeHubCache": "pytest_startup_guard.cache.hubcache",
+    "CachedRepo": "pytest_startup_guard.cache.hubcache",
+    "CORRUPTIONS": "pytest_startup_guard.cache.corruptions",
     "StartupGuardError": "pytest_startup_guard.errors",
     "UnsafeCacheError": "pytest_startup_guard.errors",
     "UnknownNameError": "pytest_startup_guard.errors",
-    "detect_target": "pytest_startup_guard.targets",
-    "RACES": "pytest_startup_guard.races",
-    "Race": "pytest_startup_guard.races",
-    "RaceTarget": "pytest_startup_guard.races",
-    "register_race": "pytest_startup_guard.races",
-    "on_access": "pytest_startup_guard.triggers",
-    "after": "pytest_startup_guard.triggers",
-    "chaos": "pytest_startup_guard.triggers",
-    "ArmedRace": "pytest_startup_guard.armed",
-    "HubRace": "pytest_startup_guard.hubrace",
-    "Exploration": "pytest_startup_guard.hubrace",
-    "RuntimeController": "pytest_startup_guard.controller",
-    "Fleet": "pytest_startup_guard.fleet",
-    "Server": "pytest_startup_guard.fleet",
-    "ServerFleet": "pytest_startup_guard.fleet",
-    "StartupCase": "pytest_startup_guard.verdicts",
-    "assert_survives": "pytest_startup_guard.verdicts",
-    "assert_fails_closed": "pytest_startup_guard.verdicts",
-    "import_race": "pytest_startup_guard.imports",
-    "ImportRaceResult": "pytest_startup_guard.imports",
-    "ImportRun": "pytest_startup_guard.imports",
-    "ImportProbeError": "pytest_startup_guard.imports",
-    "ImportRaceProbe": "pytest_startup_guard.imports",
-    "scan_background_imports": "pytest_startup_guard.importscan",
-    "ScanReport": "pytest_startup_guard.importscan",
-    "BackgroundImport": "pytest_startup_guard.importscan",
-    "check_start_methods": "pytest_startup_guard.startmethods",
-    "check_env_choices": "pytest_startup_guard.startmethods",
-    "StartMethodResult": "pytest_startup_guard.startmethods",
-    "EnvChoiceResult": "pytest_startup_guard.startmethods",
-    "StartupRun": "pytest_startup_guard.startmethods",
-    "StartMethodChecker": "pytest_startup_guard.startmethods",
+    "detect_target": "pytest_startup_guard.targets.detection",
+    "RACES": "pytest_startup_guard.races.catalog",
+    "Race": "pytest_startup_guard.races.catalog",
+    "RaceTarget": "pytest_startup_guard.races.catalog",
+    "register_race": "pytest_startup_guard.races.catalog",
+    "on_access": "pytest_startup_guard.races.triggers",
+    "after": "pytest_startup_guard.races.triggers",
+    "chaos": "pytest_startup_guard.races.triggers",
+    "ArmedRace": "pytest_startup_guard.races.armed",
+    "HubRace": "pytest_startup_guard.races.hubrace",
+    "Exploration": "pytest_startup_guard.races.hubrace",
+    "RuntimeController": "pytest_startup_guard.runtime.controller",
+    "Fleet": "pytest_startup_guard.fleet.fleet",
+    "Server": "pytest_startup_guard.fleet.fleet",
+    "ServerFleet": "pytest_startup_guard.fleet.fleet",
+    "StartupCase": "pytest_startup_guard.verdicts.cases",
+    "assert_survives": "pytest_startup_guard.verdicts.in_process",
+    "assert_fails_closed": "pytest_startup_guard.verdicts.in_process",
+    "import_race": "pytest_startup_guard.imports.probe",
+    "ImportRaceResult": "pytest_startup_guard.imports.probe",
+    "ImportRun": "pytest_startup_guard.imports.probe",
+    "ImportProbeError": "pytest_startup_guard.imports.probe",
+    "ImportRaceProbe": "pytest_startup_guard.imports.probe",
+    "scan_background_imports": "pytest_startup_guard.imports.scan",
+    "ScanReport": "pytest_startup_guard.imports.scan",
+    "BackgroundImport": "pytest_startup_guard.imports.scan",
+    "check_start_methods": "pytest_startup_guard.imports.startmethods",
+    "check_env_choices": "pytest_startup_guard.imports.startmethods",
+    "StartMethodResult": "pytest_startup_guard.imports.startmethods",
+    "EnvChoiceResult": "pytest_startup_guard.imports.startmethods",
+    "StartupRun": "pytest_startup_guard.imports.startmethods",
+    "StartMethodChecker": "pytest_startup_guard.imports.startmethods",
 }
+
+# Modules that are public as a whole: ``from pytest_startup_guard import ready``.
+_MODULES = {"ready": "pytest_startup_guard.fleet.ready"}
 
 __all__ = [
     "CORRUPTIONS",
@@ -88,6 +92,7 @@ __all__ = [
     "detect_target",
     "import_race",
     "on_access",
+    "ready",
     "register_race",
     "scan_background_imports",
 ]
@@ -95,27 +100,24 @@ __all__ = [
 if TYPE_CHECKING:
     from typing import Any
 
-    from pytest_startup_guard.armed import ArmedRace
-    from pytest_startup_guard.controller import RuntimeController
-    from pytest_startup_guard.corruptions import CORRUPTIONS
+    from pytest_startup_guard.cache.corruptions import CORRUPTIONS
+    from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
     from pytest_startup_guard.errors import StartupGuardError, UnknownNameError, UnsafeCacheError
-    from pytest_startup_guard.fleet import Fleet, Server, ServerFleet
-    from pytest_startup_guard.hubcache import CachedRepo, FakeHubCache
-    from pytest_startup_guard.hubrace import Exploration, HubRace
-    from pytest_startup_guard.imports import (
+    from pytest_startup_guard.fleet import ready
+    from pytest_startup_guard.fleet.fleet import Fleet, Server, ServerFleet
+    from pytest_startup_guard.imports.probe import (
         ImportProbeError,
         ImportRaceProbe,
         ImportRaceResult,
         ImportRun,
         import_race,
     )
-    from pytest_startup_guard.importscan import (
+    from pytest_startup_guard.imports.scan import (
         BackgroundImport,
         ScanReport,
         scan_background_imports,
     )
-    from pytest_startup_guard.races import RACES, Race, RaceTarget, register_race
-    from pytest_startup_guard.startmethods import (
+    from pytest_startup_guard.imports.startmethods import (
         EnvChoiceResult,
         StartMethodChecker,
         StartMethodResult,
@@ -123,21 +125,33 @@ if TYPE_CHECKING:
         check_env_choices,
         check_start_methods,
     )
-    from pytest_startup_guard.targets import detect_target
-    from pytest_startup_guard.triggers import after, chaos, on_access
-    from pytest_startup_guard.verdicts import StartupCase, assert_fails_closed, assert_survives
+    from pytest_startup_guard.races.armed import ArmedRace
+    from pytest_startup_guard.races.catalog import RACES, Race, RaceTarget, register_race
+    from pytest_startup_guard.races.hubrace import Exploration, HubRace
+    from pytest_startup_guard.races.triggers import after, chaos, on_access
+    from pytest_startup_guard.runtime.controller import RuntimeController
+    from pytest_startup_guard.targets.detection import detect_target
+    from pytest_startup_guard.verdicts.cases import StartupCase
+    from pytest_startup_guard.verdicts.in_process import assert_fails_closed, assert_survives
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
-    if module is None:
+    whole = _MODULES.get(name)
+    if module is None and whole is None:
         raise AttributeError(f"module 'pytest_startup_guard' has no attribute {name!r}")
     import importlib  # not at package import: every process under a plan imports the package
 
-    value = getattr(importlib.import_module(module), name)
+    if whole is not None:
+        value = importlib.import_module(whole)
+    else:
+        value = getattr(importlib.import_module(str(module)), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted([*globals(), *_EXPORTS, *_MODULES])
+
+
+_moved.install()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_startup_guard.races import Race
+    from pytest_startup_guard.races.catalog import Race
 
 
 @pytest.hookspec

@@ -14,23 +14,27 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_startup_guard import options, targets, timeouts
-from pytest_startup_guard.record import STARTUP_TEST_FIXTURES
-from pytest_startup_guard.seeds import replay_command
-from pytest_startup_guard.session import SESSION_KEY, build_session, get_session
+from pytest_startup_guard.fleet import timeouts
+from pytest_startup_guard.report.record import STARTUP_TEST_FIXTURES
+from pytest_startup_guard.settings import options
+from pytest_startup_guard.settings.per_target import target_settings_summary
+from pytest_startup_guard.settings.seeds import replay_command
+from pytest_startup_guard.settings.session import SESSION_KEY, build_session, get_session
+from pytest_startup_guard.targets import junit, markers
+from pytest_startup_guard.targets.detection import TargetChoice, choose_target, detect_target
 
 if TYPE_CHECKING:
-    from pytest_startup_guard.controller import RuntimeController
-    from pytest_startup_guard.fleet import ServerFleet
-    from pytest_startup_guard.hubcache import FakeHubCache
-    from pytest_startup_guard.hubrace import HubRace
-    from pytest_startup_guard.reaper import Reaper
-    from pytest_startup_guard.report import ReportPaths
-    from pytest_startup_guard.verdicts import StartupCase
+    from pytest_startup_guard.cache.hubcache import FakeHubCache
+    from pytest_startup_guard.fleet.fleet import ServerFleet
+    from pytest_startup_guard.fleet.reaper import Reaper
+    from pytest_startup_guard.races.hubrace import HubRace
+    from pytest_startup_guard.report.run_report import ReportPaths
+    from pytest_startup_guard.runtime.controller import RuntimeController
+    from pytest_startup_guard.verdicts.cases import StartupCase
 
 CALL_FAILED_KEY = pytest.StashKey[bool]()
 
-# A failure of a start-up test (record.py), or of any test with child processes under a plan,
+# A failure of a start-up test (report/record.py), or of any test with child processes under a plan,
 # carries the seed and the replay command.
 REPLAYED_FIXTURES = (*STARTUP_TEST_FIXTURES, "child_runtime")
 
@@ -56,7 +60,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def register_hooked_races(config: pytest.Config) -> None:
     """Races returned by ``pytest_startup_guard_races`` implementations (conftests, plugins)."""
-    from pytest_startup_guard.races import register_races
+    from pytest_startup_guard.races.catalog import register_races
 
     register_races(config.hook.pytest_startup_guard_races())
 
@@ -64,7 +68,8 @@ def register_hooked_races(config: pytest.Config) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line + OWN_MARKER_SUFFIX)
-    choice = targets.choose_target(options.resolve(config, "target"), targets.detect_target())
+    target = options.resolve(config, "target")
+    choice = choose_target(str(target.value), target.source, detect_target())
     config.stash[TARGET_CHOICE_KEY] = choice
     session = build_session(config, choice.target, choice.reason)
     session.warnings.extend(choice.warnings)
@@ -91,7 +96,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f" seed={session.run_seed} ({session.seed_source}),"
         f" timeout={timeout.value:g}s ({timeout.source})"
     ]
-    per_target = targets.target_settings_summary(config, session.target, session.settings)
+    per_target = target_settings_summary(config, session.target, session.settings)
     if per_target:
         lines.append(per_target)
     return lines
@@ -119,25 +124,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 # -- targets -------------------------------------------------------------------------------
-# cpu/cuda/rocm detection, marker semantics and reporting live in targets.py; these hooks only
+# cpu/cuda/rocm detection, marker semantics and reporting live in targets/; these hooks only
 # wire them in. DESIGN.md: one place owns pytest_collection_modifyitems (and each hook here):
 # every part that needs a hook adds its call to the one definition below.
 
-TARGET_CHOICE_KEY = pytest.StashKey[targets.TargetChoice]()
+TARGET_CHOICE_KEY = pytest.StashKey[TargetChoice]()
 
 
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
     choice = config.stash[TARGET_CHOICE_KEY]
-    targets.select_by_target(
+    markers.select_by_target(
         config, items, choice.target, explicit=choice.explicit, own_suffix=OWN_MARKER_SUFFIX
     )
     for warning in timeouts.apply_timeout_marks(
         config, items, get_session(config).readiness_timeout
     ):
         warnings.warn(pytest.PytestWarning(f"startup-guard: {warning}"), stacklevel=1)
-    from pytest_startup_guard.reruns import apply_no_rerun_marks
+    from pytest_startup_guard.report.reruns import apply_no_rerun_marks
 
     apply_no_rerun_marks(config, items, bool(get_session(config).value("allow_reruns")))
 
@@ -145,7 +150,7 @@ def pytest_collection_modifyitems(
 def pytest_sessionstart(session: pytest.Session) -> None:
     # The JUnit XML is written by this process only where it holds pytest's LogXML (the xdist
     # controller, or a run without xdist); it exists from junitxml's pytest_configure on.
-    targets.record_in_junit_xml(session.config, session.config.stash[TARGET_CHOICE_KEY])
+    junit.record_in_junit_xml(session.config, session.config.stash[TARGET_CHOICE_KEY])
 
 
 # -- fixtures ------------------------------------------------------------------------------
@@ -154,8 +159,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.fixture
 def hub_cache(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[FakeHubCache]:
     """A private fake hub cache for this test, its env applied to the test process."""
-    from pytest_startup_guard.hubcache import FakeHubCache
-    from pytest_startup_guard.hubenv import HubEnvironment
+    from pytest_startup_guard.cache.env import HubEnvironment
+    from pytest_startup_guard.cache.hubcache import FakeHubCache
 
     cache = FakeHubCache(tmp_path / "startup-guard-cache")
     _record(request).add_cache(cache)
@@ -177,7 +182,7 @@ def shared_hub_cache(
     """
     from filelock import FileLock
 
-    from pytest_startup_guard.hubcache import FakeHubCache
+    from pytest_startup_guard.cache.hubcache import FakeHubCache
 
     base = tmp_path_factory.getbasetemp()
     if hasattr(pytestconfig, "workerinput"):
@@ -199,7 +204,7 @@ def child_runtime(
     before starting the processes that should report them). At teardown, processes declared
     with ``expect(pid, label)`` that never reported in fail the test ("plan never reached pid N").
     """
-    from pytest_startup_guard.controller import RuntimeController
+    from pytest_startup_guard.runtime.controller import RuntimeController
 
     controller = RuntimeController().start()
     _record(request).controller = controller
@@ -225,7 +230,7 @@ def hub_race(child_runtime: RuntimeController, request: pytest.FixtureRequest) -
     Every window is closed at teardown, whatever happened; a race armed without
     ``allow_miss=True`` that no access hit fails the test.
     """
-    from pytest_startup_guard.hubrace import HubRace
+    from pytest_startup_guard.races.hubrace import HubRace
 
     register_hooked_races(request.config)
     races = HubRace(child_runtime, get_session(request.config).seed_for(request.node.nodeid))
@@ -242,7 +247,7 @@ REAPER_KEY = pytest.StashKey["Reaper"]()
 
 
 def _reaper(config: pytest.Config) -> Reaper:
-    from pytest_startup_guard.reaper import Reaper
+    from pytest_startup_guard.fleet.reaper import Reaper
 
     if REAPER_KEY not in config.stash:
         config.stash[REAPER_KEY] = Reaper()
@@ -275,8 +280,8 @@ def server_fleet(
     Every process tree is ended at teardown (SIGTERM, SIGKILL after 5 s), also when pytest
     dies without its teardown (a reaper process outlives it).
     """
-    from pytest_startup_guard.fleet import ServerFleet
-    from pytest_startup_guard.ports import PortLeases
+    from pytest_startup_guard.fleet.fleet import ServerFleet
+    from pytest_startup_guard.fleet.ports import PortLeases
 
     session = get_session(request.config)
     default_cache = (
@@ -306,7 +311,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("startup_races")
     if marker is None:
         return
-    from pytest_startup_guard.verdicts import cases_from_marker
+    from pytest_startup_guard.verdicts.cases import cases_from_marker
 
     where = f"@pytest.mark.startup_races of {metafunc.definition.nodeid}"
     if "startup_case" not in metafunc.fixturenames:
@@ -320,7 +325,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[StartupCase]:
     """One case of ``@pytest.mark.startup_races``: ``.kind``, ``.name``, ``.apply(repo,
     filename)`` and ``.check(fleet, expect=None)``. A case never checked fails the test."""
-    from pytest_startup_guard.verdicts import CaseSpec, StartupCase
+    from pytest_startup_guard.verdicts.cases import CaseSpec, StartupCase
 
     spec = getattr(request, "param", None)
     if not isinstance(spec, CaseSpec):
@@ -353,12 +358,12 @@ def startup_target(pytestconfig: pytest.Config) -> str:
 
 
 # -- imports -------------------------------------------------------------------------------
-# The import-race probe and the start-method checks (imports.py, startmethods.py): standard
+# The import-race probe and the start-method checks (imports/probe.py, imports/startmethods.py): standard
 # library only, imported when a test asks for the fixture.
 
 if TYPE_CHECKING:
-    from pytest_startup_guard.imports import ImportRaceProbe
-    from pytest_startup_guard.startmethods import StartMethodChecker
+    from pytest_startup_guard.imports.probe import ImportRaceProbe
+    from pytest_startup_guard.imports.startmethods import StartMethodChecker
 
 
 @pytest.fixture
@@ -368,7 +373,7 @@ def import_race(request: pytest.FixtureRequest) -> ImportRaceProbe:
     Fresh interpreters get the test file's folder on ``PYTHONPATH``, as pytest put it on
     ``sys.path``; the result's ``.assert_safe()`` fails with every run of the sweep.
     """
-    from pytest_startup_guard.imports import ImportRaceProbe
+    from pytest_startup_guard.imports.probe import ImportRaceProbe
 
     return ImportRaceProbe(pythonpath=[request.path.parent])
 
@@ -377,44 +382,44 @@ def import_race(request: pytest.FixtureRequest) -> ImportRaceProbe:
 def start_methods(request: pytest.FixtureRequest) -> StartMethodChecker:
     """``.check(startup)`` under spawn, fork, forkserver and an already-set start method;
     ``.env_choices(startup, variable, allowed)`` for a variable's documented values."""
-    from pytest_startup_guard.startmethods import StartMethodChecker
+    from pytest_startup_guard.imports.startmethods import StartMethodChecker
 
     return StartMethodChecker(pythonpath=[request.path.parent])
 
 
 # -- report --------------------------------------------------------------------------------
-# The session report lives in report.py (with record.py, timeline.py, artifacts.py and
-# reruns.py). The fixtures above put what they create into the test's record (item.stash);
-# pytest_runtest_makereport hands each report of a start-up test to report.py, which attaches
+# The session report lives in report/ (record, timeline, artifacts, reruns, attach, run_report,
+# summary). The fixtures above put what they create into the test's record (item.stash);
+# pytest_runtest_makereport hands each report of a start-up test to report/attach.py, which attaches
 # the test's part to it (pytest-xdist carries it to the controller); where reports are logged
 # (the xdist controller, or the only process), a collector gathers the parts for the terminal
 # summary and the JSON report.
 
 if TYPE_CHECKING:
-    from pytest_startup_guard.record import StartupRecord
+    from pytest_startup_guard.report.record import StartupRecord
 
 
 def _configure_report(config: pytest.Config) -> None:
-    from pytest_startup_guard.report import configure
+    from pytest_startup_guard.report.run_report import configure
 
     configure(config, get_session(config))
 
 
 def _report_paths(config: pytest.Config) -> ReportPaths:
-    from pytest_startup_guard.report import report_paths
+    from pytest_startup_guard.report.run_report import report_paths
 
     return report_paths(config)
 
 
 def _record(request: pytest.FixtureRequest) -> StartupRecord:
     """The record of the test's current attempt, which the report reads."""
-    from pytest_startup_guard.record import record_of
+    from pytest_startup_guard.report.record import record_of
 
     return record_of(request.node)
 
 
 def _report_part(item: pytest.Item, report: pytest.TestReport) -> None:
-    from pytest_startup_guard.report import on_makereport
+    from pytest_startup_guard.report.attach import on_makereport
 
     artifacts = _report_paths(item.config).artifacts
     on_makereport(item, report, get_session(item.config), Path(artifacts) if artifacts else None)
@@ -422,8 +427,8 @@ def _report_part(item: pytest.Item, report: pytest.TestReport) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
-    from pytest_startup_guard.report import RUN_REPORT_KEY, write_report
-    from pytest_startup_guard.reruns import fail_on_hidden
+    from pytest_startup_guard.report.reruns import fail_on_hidden
+    from pytest_startup_guard.report.run_report import RUN_REPORT_KEY, write_report
 
     run = session.config.stash.get(RUN_REPORT_KEY, None)
     if run is None:
@@ -440,7 +445,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
 def pytest_terminal_summary(
     terminalreporter: Any, exitstatus: int | pytest.ExitCode, config: pytest.Config
 ) -> None:
-    from pytest_startup_guard.report import RUN_REPORT_KEY, write_terminal_summary
+    from pytest_startup_guard.report.run_report import RUN_REPORT_KEY
+    from pytest_startup_guard.report.summary import write_terminal_summary
 
     run = config.stash.get(RUN_REPORT_KEY, None)
     if run is not None:

@@ -80,7 +80,7 @@ def test_console_script_and_its_children_see_every_change(toggled, child_runtime
 def test_plain_python_dash_c(toggled, child_runtime, tmp_path):
     repo, pointer, restore = toggled
     out = tmp_path / "seen.json"
-    code = "import sys; from pytest_startup_guard._probe import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from pytest_startup_guard.runtime.probe import main; sys.exit(main(sys.argv[1:]))"
     run_member(child_runtime, [sys.executable, "-c", code, "--loop", str(repo.ref()), str(pointer), str(restore), str(ITERATIONS), "--out", str(out)])
     assert json.loads(out.read_text())["seen"] == [[False, True]] * ITERATIONS
 
@@ -197,7 +197,7 @@ def test_a_hung_child_yields_its_stacks(
     )
     result = guard_pytester.runpytest_subprocess("-p", "startup_guard", "-s")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*hread 0x* (most recent call first):", "*File*_probe.py*"])
+    result.stdout.fnmatch_lines(["*hread 0x* (most recent call first):", "*File*runtime/probe.py*"])
 
 
 def test_dump_request_to_a_process_without_the_runtime_never_kills_it(
@@ -206,7 +206,7 @@ def test_dump_request_to_a_process_without_the_runtime_never_kills_it(
     guard_pytester.makepyfile(
         """
         import os, subprocess, sys, time
-        from pytest_startup_guard.childruntime import DUMP_SIGNAL
+        from pytest_startup_guard.runtime.child import DUMP_SIGNAL
 
         def test_signal_before_registration(child_runtime):
             process = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(2)"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_startup_guard import CORRUPTIONS, FakeHubCache, UnknownNameError, UnsafeCacheError
-from pytest_startup_guard.hublayout import git_blob_sha1
+from pytest_startup_guard.cache.layout import git_blob_sha1
 
 CONFIG = {"model_type": "gpt2", "n_layer": 2}
 

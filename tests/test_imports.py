@@ -20,7 +20,7 @@ from pytest_startup_guard import (
     import_race,
     scan_background_imports,
 )
-from pytest_startup_guard.importscan import ScanError, main
+from pytest_startup_guard.imports.scan import ScanError, main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "imports"
@@ -279,9 +279,11 @@ def test_example_tests_pass_and_fail_as_documented(guard_pytester: pytest.Pytest
         "-p", "startup_guard", "-k", "lazy_swap or bad_warmup", "--runxfail"
     )
     shown.assert_outcomes(failed=2, deselected=4)
+    # How many of the 10 runs overlap depends on the scheduler (the last delay is 0.9 of the
+    # import time measured alone): the verdict is fixed, the count is not.
     shown.stdout.fnmatch_lines(
         [
-            "*import_race('lazy_swap_lib', attrs=('AutoThing',)): 10 of 10 runs failed",
+            "*import_race('lazy_swap_lib', attrs=('AutoThing',)): * of 10 runs failed",
             "*1 *background first*yes*main*-*ImportError: cannot import name 'AutoThing'"
             " from 'lazy_swap_lib'",
             "*main first*yes*background*yes*AttributeError: module 'lazy_swap_lib' has no"

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pytest_startup_guard.artifacts import folder_name
-from pytest_startup_guard.report import SCHEMA_FILE
-from pytest_startup_guard.timeline import Lane, render
+from pytest_startup_guard.report.artifacts import folder_name
+from pytest_startup_guard.report.run_report import SCHEMA_FILE
+from pytest_startup_guard.report.timeline import Lane, render
 
 STUB = (Path(__file__).parent / "stub_server.py").read_text()
 

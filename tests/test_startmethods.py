@@ -16,7 +16,7 @@ from pytest_startup_guard import (
     check_env_choices,
     check_start_methods,
 )
-from pytest_startup_guard.startmethods import StartupSpecError
+from pytest_startup_guard.imports.startmethods import StartupSpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "imports"

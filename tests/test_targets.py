@@ -20,8 +20,9 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from pytest_startup_guard import options, targets
-from pytest_startup_guard.targets import TARGETS, Detection, contradiction, detect_target
+from pytest_startup_guard.settings import options
+from pytest_startup_guard.targets import detection as targets
+from pytest_startup_guard.targets.detection import TARGETS, Detection, contradiction, detect_target
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / "examples" / "ci" / "github-actions.yml"
@@ -219,7 +220,7 @@ class TestDetection:
     def test_imports_nothing_but_the_standard_library(self) -> None:
         code = (
             "import sys; before = set(sys.modules)\n"
-            "from pytest_startup_guard.targets import detect_target; detect_target()\n"
+            "from pytest_startup_guard.targets.detection import detect_target; detect_target()\n"
             "print(sorted({m.split('.')[0] for m in set(sys.modules) - before}"
             " - set(sys.stdlib_module_names)))"
         )

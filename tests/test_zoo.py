@@ -22,7 +22,7 @@ sys.path.insert(0, str(EXAMPLES))
 from zoo import POLICIES, expected  # noqa: E402
 
 from pytest_startup_guard import CORRUPTIONS  # noqa: E402
-from pytest_startup_guard.races import races_for_all  # noqa: E402
+from pytest_startup_guard.races.catalog import races_for_all  # noqa: E402
 
 CASE = re.compile(
     r"test_startup\[(transient|corrupt)-(\w+?)-(naive|retry|swallow|slow_retry)-(autoconfig|hub_json)\]"

@@ -1,6 +1,6 @@
 """More ways to start a thread, each reaching an import: what the scan finds, and how hard.
 
-Run ``python -m pytest_startup_guard.importscan examples/imports/acme_server`` to see them.
+Run ``python -m pytest_startup_guard.imports.scan examples/imports/acme_server`` to see them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,471 @@
+"""``FakeHubCache``: a Hugging Face hub cache on disk that the real libraries cannot tell apart.
+
+Layout (huggingface_hub 2.4)::
+
+    <root>/                         HF_HOME
+      .startup_guard_cache          marker: the plugin created this root
+      hub/                          HF_HUB_CACHE
+        models--<org>--<name>/
+          blobs/<etag>
+          refs/<revision>           40-hex commit, no trailing newline
+          snapshots/<commit>/<path> -> ../../blobs/<etag>
+          .no_exist/<commit>/<path>
+        .locks/models--<org>--<name>/
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_startup_guard.cache.corruptions import CorruptionTarget, get_corruption
+from pytest_startup_guard.cache.layout import (
+    LFS_THRESHOLD_BYTES,
+    FileContent,
+    atomic_symlink,
+    atomic_write,
+    commit_for,
+    encode_content,
+    etag_for,
+    repo_folder_name,
+    validate_filename,
+    validate_repo_id,
+    validate_repo_type,
+    validate_revision,
+)
+from pytest_startup_guard.errors import StartupGuardError, UnsafeCacheError
+from pytest_startup_guard.runtime.observation import unobserved
+
+MARKER_NAME = ".startup_guard_cache"
+BUILD_LOG_NAME = ".startup_guard_builds"
+_LOCKS_DIR_NAME = ".startup_guard_locks"
+
+
+@dataclass(frozen=True)
+class AppliedCorruption:
+    """A corruption ``FakeHubCache.corrupt`` wrote (kept for the report)."""
+
+    repo_id: str
+    revision: str
+    filename: str
+    kind: str
+    path: Path  # what changed on disk
+
+
+@dataclass(frozen=True)
+class CachedRepo:
+    """One revision of one repo in a ``FakeHubCache``."""
+
+    cache: FakeHubCache = field(repr=False)
+    repo_id: str
+    repo_type: str
+    revision: str
+    commit: str
+    files: Mapping[str, str] = field(repr=False)  # file name -> etag
+
+    @property
+    def folder_name(self) -> str:
+        return repo_folder_name(self.repo_id, self.repo_type)
+
+    @property
+    def path(self) -> Path:
+        """The repo's folder: ``<hub>/models--org--name``."""
+        return self.cache.hub_dir / self.folder_name
+
+    @property
+    def shared(self) -> bool:
+        return self.cache.shared
+
+    def _etag(self, filename: str) -> str:
+        name = validate_filename(filename)
+        if name not in self.files:
+            known = ", ".join(sorted(self.files)) or "none"
+            raise KeyError(
+                f"{self.repo_id}@{self.revision} has no file {filename!r}; its files: {known}"
+            )
+        return self.files[name]
+
+    def pointer(self, filename: str) -> Path:
+        """``snapshots/<commit>/<filename>``: the symlink readers open."""
+        self._etag(filename)
+        return self.path / "snapshots" / self.commit / validate_filename(filename)
+
+    def blob(self, filename: str) -> Path:
+        """``blobs/<etag>``: the content behind ``filename``."""
+        return self.path / "blobs" / self._etag(filename)
+
+    def ref(self, revision: str | None = None) -> Path:
+        """``refs/<revision>``: the file that maps a branch or tag to its commit."""
+        return self.path / "refs" / validate_revision(revision or self.revision)
+
+    def lock(self, filename: str) -> Path:
+        """``.locks/<repo folder>/<etag>.lock``: what huggingface_hub locks while downloading."""
+        return self.cache.hub_dir / ".locks" / self.folder_name / f"{self._etag(filename)}.lock"
+
+    def no_exist(self, filename: str) -> Path:
+        return self.path / ".no_exist" / self.commit / validate_filename(filename)
+
+    def __str__(self) -> str:
+        return f"{self.repo_id}@{self.revision}"
+
+
+class FakeHubCache:
+    """A hub cache under ``root`` that only this plugin writes to.
+
+    ``root`` is used as ``HF_HOME``; the hub cache proper is ``root / "hub"`` (``hub_dir``).
+    A root that exists, is not empty and carries no marker of this plugin is refused, so that
+    a typo can never turn a real cache into a test fixture.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        shared: bool = False,
+        lfs_threshold: int = LFS_THRESHOLD_BYTES,
+    ) -> None:
+        self.root = Path(root).absolute()
+        self.hub_dir = self.root / "hub"
+        self.lfs_threshold = lfs_threshold
+        marker = self.root / MARKER_NAME
+        if marker.is_file():
+            recorded = _read_marker(marker)
+            if bool(recorded.get("shared")) != shared:
+                kind = "shared" if recorded.get("shared") else "private"
+                raise UnsafeCacheError(
+                    f"{self.root} is a {kind} fake cache; open it with shared={not shared}"
+                )
+        elif self.root.exists() and any(self.root.iterdir()):
+            raise UnsafeCacheError(
+                f"refusing to use {self.root} as a fake hub cache: it exists, is not empty and"
+                f" has no {MARKER_NAME} marker, so pytest-startup-guard did not create it."
+                " Pass a new or empty folder (tmp_path works), or use the hub_cache fixture."
+            )
+        else:
+            self.root.mkdir(parents=True, exist_ok=True)
+            atomic_write(
+                marker,
+                json.dumps({"created_by": "pytest-startup-guard", "shared": shared}).encode(),
+            )
+        self.shared = shared
+        self.corruptions: list[AppliedCorruption] = []  # what corrupt() wrote, in order
+        (self.hub_dir / ".locks").mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"FakeHubCache({str(self.root)!r}, shared={self.shared})"
+
+    # -- environment -------------------------------------------------------------------------
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a child process needs to read this cache offline and nothing else."""
+        hub = str(self.hub_dir)
+        return {
+            "HF_HOME": str(self.root),
+            "HF_HUB_CACHE": hub,
+            "HUGGINGFACE_HUB_CACHE": hub,
+            "HF_ASSETS_CACHE": str(self.root / "assets"),
+            "HF_XET_CACHE": str(self.root / "xet"),
+            "HF_MODULES_CACHE": str(self.root / "modules"),
+            "HF_DATASETS_CACHE": str(self.root / "datasets"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DO_NOT_TRACK": "1",
+            "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            # No real token reaches a test; the library still looks for $HF_HOME/token as usual.
+            "HF_TOKEN": "",
+            "HUGGING_FACE_HUB_TOKEN": "",
+        }
+
+    # -- building ----------------------------------------------------------------------------
+
+    def add_model(
+        self,
+        repo_id: str,
+        files: Mapping[str, FileContent],
+        revision: str = "main",
+        *,
+        no_exist: Iterable[str] = (),
+    ) -> CachedRepo:
+        """Add (or extend) a model repo; ``files`` maps names to JSON values, str or bytes."""
+        return self.add_repo(repo_id, files, revision, repo_type="model", no_exist=no_exist)
+
+    def add_dataset(
+        self,
+        repo_id: str,
+        files: Mapping[str, FileContent],
+        revision: str = "main",
+        *,
+        no_exist: Iterable[str] = (),
+    ) -> CachedRepo:
+        return self.add_repo(repo_id, files, revision, repo_type="dataset", no_exist=no_exist)
+
+    def add_repo(
+        self,
+        repo_id: str,
+        files: Mapping[str, FileContent],
+        revision: str = "main",
+        *,
+        repo_type: str = "model",
+        no_exist: Iterable[str] = (),
+    ) -> CachedRepo:
+        validate_repo_id(repo_id)
+        validate_repo_type(repo_type)
+        validate_revision(revision)
+        if not isinstance(files, Mapping) or not files:
+            raise ValueError(
+                f"invalid files for {repo_id!r}: expected a non-empty mapping of file name to"
+                " content (dict/list as JSON, str or bytes)"
+            )
+        contents: dict[str, bytes] = {}
+        for name, content in files.items():
+            contents[validate_filename(name)] = encode_content(name, content)
+        missing = sorted({validate_filename(name) for name in no_exist})
+        etags = {name: etag_for(name, data, self.lfs_threshold) for name, data in contents.items()}
+        commit = commit_for(repo_type, repo_id, etags)
+        repo = CachedRepo(self, repo_id, repo_type, revision, commit, dict(etags))
+        with unobserved(), self._repo_lock(repo.folder_name):
+            if not _snapshot_complete(repo, missing):
+                self._write_repo(repo, contents, missing)
+                if self.shared:
+                    self._log_build(repo)
+        return repo
+
+    def _write_repo(
+        self, repo: CachedRepo, contents: Mapping[str, bytes], missing: list[str]
+    ) -> None:
+        for sub in ("blobs", "refs", f"snapshots/{repo.commit}"):
+            (repo.path / sub).mkdir(parents=True, exist_ok=True)
+        (self.hub_dir / ".locks" / repo.folder_name).mkdir(parents=True, exist_ok=True)
+        for name, data in contents.items():
+            blob = repo.path / "blobs" / repo.files[name]
+            if not blob.is_file() or blob.stat().st_size != len(data):
+                atomic_write(blob, data)  # blobs are shared between revisions: stored once
+            pointer = repo.pointer(name)
+            pointer.parent.mkdir(parents=True, exist_ok=True)
+            atomic_symlink(pointer, blob)
+        for name in missing:
+            marker = repo.path / ".no_exist" / repo.commit / name
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(marker, b"")
+        atomic_write(repo.ref(), repo.commit.encode())
+
+    @contextmanager
+    def _repo_lock(self, folder_name: str) -> Iterator[None]:
+        """Serialise builders of one repo across xdist workers (shared caches only)."""
+        if not self.shared:
+            yield
+            return
+        from filelock import FileLock  # only shared caches need it; keeps plugin import cheap
+
+        locks = self.root / _LOCKS_DIR_NAME
+        locks.mkdir(exist_ok=True)
+        with FileLock(str(locks / f"{folder_name}.lock")):
+            yield
+
+    def _log_build(self, repo: CachedRepo) -> None:
+        line = f"{os.getpid()} {time.time():.6f} {repo.repo_type} {repo.repo_id} {repo.revision} {repo.commit}\n"
+        with open(self.root / BUILD_LOG_NAME, "a") as log:
+            log.write(line)
+
+    def builds(self) -> list[str]:
+        """One line per repo revision this (shared) cache actually wrote, across workers."""
+        log = self.root / BUILD_LOG_NAME
+        return log.read_text().splitlines() if log.is_file() else []
+
+    # -- looking up --------------------------------------------------------------------------
+
+    def repo(self, repo_id: str, revision: str = "main", *, repo_type: str = "model") -> CachedRepo:
+        """The ``CachedRepo`` of a revision already on disk (read back from the layout)."""
+        validate_repo_id(repo_id)
+        validate_repo_type(repo_type)
+        folder = self.hub_dir / repo_folder_name(repo_id, repo_type)
+        ref = folder / "refs" / validate_revision(revision)
+        if not ref.is_file():
+            raise KeyError(f"{repo_id}@{revision} is not in {self.hub_dir}")
+        commit = ref.read_text()
+        return CachedRepo(self, repo_id, repo_type, revision, commit, _read_etags(folder, commit))
+
+    # -- faults --------------------------------------------------------------------------------
+
+    def check_writable(self, repo: CachedRepo, action: str) -> None:
+        """Refuse fault injection on anything but a private cache this plugin created."""
+        cache = repo.cache
+        if cache.shared:
+            raise UnsafeCacheError(
+                f"refusing to {action} {repo}: it belongs to shared_hub_cache, which every test"
+                " (and every xdist worker) reads. Take a private copy first:"
+                " repo = hub_cache.copy_of(repo)"
+            )
+        if not (cache.root / MARKER_NAME).is_file():
+            raise UnsafeCacheError(
+                f"refusing to {action} {repo}: {cache.root} has no {MARKER_NAME} marker, so"
+                " pytest-startup-guard did not create it"
+            )
+        real_root = os.path.realpath(cache.hub_dir)
+        real_repo = os.path.realpath(repo.path)
+        if os.path.commonpath([real_root, real_repo]) != real_root:
+            raise UnsafeCacheError(
+                f"refusing to {action} {repo}: {real_repo} is outside the fake cache {real_root}"
+            )
+
+    def corrupt(
+        self, repo: CachedRepo, filename: str, kind: str, revision: str | None = None
+    ) -> Path:
+        """Write the persistent corruption ``kind`` (see ``CORRUPTIONS``) into ``filename``.
+
+        Returns the path that was changed. ``revision`` defaults to the repo's own revision.
+        """
+        corruption = get_corruption(kind, where="cache.corrupt()")
+        self.check_writable(repo, f"corrupt {filename!r} of")
+        target = corruption_target(repo, filename, revision)
+        with unobserved():
+            corruption.apply(target)
+        changed: Path = getattr(target, corruption.changes)
+        self.corruptions.append(
+            AppliedCorruption(repo.repo_id, revision or repo.revision, filename, kind, changed)
+        )
+        return changed
+
+    # -- per-test copies -------------------------------------------------------------------
+
+    def copy_of(self, repo: CachedRepo) -> CachedRepo:
+        """A private copy of ``repo`` (every revision) in this cache: blobs and pointers
+        hard-linked, refs and ``.no_exist`` entries copied. The plugin's writes to it (copy on
+        write) never reach the original."""
+        with unobserved():
+            return self._copy_of(repo)
+
+    def _copy_of(self, repo: CachedRepo) -> CachedRepo:
+        if self.shared:
+            raise UnsafeCacheError(
+                "copy_of() makes a private copy; call it on hub_cache, not on shared_hub_cache"
+            )
+        source = repo.path
+        destination = self.hub_dir / repo.folder_name
+        if destination.exists():
+            raise StartupGuardError(f"{repo.repo_id} is already in {self.hub_dir}; copy it once")
+        destination.mkdir(parents=True)
+        for name in ("blobs", "snapshots"):
+            if (source / name).is_dir():
+                _hard_link_tree(source / name, destination / name)
+        for name in ("refs", ".no_exist"):  # small files users may edit: real copies
+            if (source / name).is_dir():
+                shutil.copytree(source / name, destination / name, symlinks=True)
+        (self.hub_dir / ".locks" / repo.folder_name).mkdir(parents=True, exist_ok=True)
+        return CachedRepo(
+            self, repo.repo_id, repo.repo_type, repo.revision, repo.commit, repo.files
+        )
+
+    # -- inspection ------------------------------------------------------------------------
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every entry under the hub folder: path, kind, link target, size (for artifacts)."""
+        with unobserved():  # the plugin's look, not an access of the code under test
+            return self._listing()
+
+    def _listing(self) -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = []
+        for dirpath, dirnames, filenames in os.walk(self.hub_dir):
+            for name in sorted(dirnames + filenames):
+                path = Path(dirpath) / name
+                relative = str(path.relative_to(self.hub_dir))
+                if path.is_symlink():
+                    target = os.readlink(path)
+                    size = path.stat().st_size if path.exists() else None
+                    entries.append(
+                        {"path": relative, "kind": "link", "target": target, "size": size}
+                    )
+                elif path.is_dir():
+                    entries.append({"path": relative, "kind": "dir"})
+                else:
+                    entries.append({"path": relative, "kind": "file", "size": path.stat().st_size})
+        return entries
+
+
+def corruption_target(repo: CachedRepo, filename: str, revision: str | None) -> CorruptionTarget:
+    name = validate_filename(filename)
+    rev = validate_revision(revision or repo.revision)
+    if rev == repo.revision:
+        commit, etags = repo.commit, repo.files
+    else:
+        ref = repo.path / "refs" / rev
+        if not ref.is_file():
+            raise KeyError(f"{repo.repo_id} has no revision {rev!r} in {repo.cache.hub_dir}")
+        commit = ref.read_text()
+        etags = _read_etags(repo.path, commit)
+    if name not in etags:
+        known = ", ".join(sorted(etags)) or "none"
+        raise KeyError(f"{repo.repo_id}@{rev} has no file {filename!r}; its files: {known}")
+    return CorruptionTarget(
+        label=f"{name} of {repo.repo_id}@{rev}",
+        pointer=repo.path / "snapshots" / commit / name,
+        blob=repo.path / "blobs" / etags[name],
+        ref=repo.path / "refs" / rev,
+        no_exist=repo.path / ".no_exist" / commit / name,
+    )
+
+
+def _hard_link_tree(source: Path, destination: Path) -> None:
+    """Mirror ``source`` with hard links: blobs share their inode with the original (copy on
+    write breaks it before any in-place write); pointers are hard links to the symlinks
+    themselves, so their relative targets resolve inside the copy."""
+    destination.mkdir()
+    with os.scandir(source) as entries:
+        for entry in entries:
+            target = destination / entry.name
+            if entry.is_dir(follow_symlinks=False):
+                _hard_link_tree(Path(entry.path), target)
+            elif not entry.name.endswith(".incomplete"):
+                try:
+                    os.link(entry.path, target, follow_symlinks=False)
+                except (OSError, NotImplementedError):
+                    if entry.is_symlink():
+                        os.symlink(os.readlink(entry.path), target)
+                    else:
+                        shutil.copy2(entry.path, target)
+
+
+def _snapshot_complete(repo: CachedRepo, missing: list[str]) -> bool:
+    try:
+        if repo.ref().read_text() != repo.commit:
+            return False
+    except OSError:
+        return False
+    if not all(repo.pointer(name).is_file() for name in repo.files):
+        return False
+    return all((repo.path / ".no_exist" / repo.commit / name).is_file() for name in missing)
+
+
+def _read_etags(folder: Path, commit: str) -> dict[str, str]:
+    snapshot = folder / "snapshots" / commit
+    etags: dict[str, str] = {}
+    for dirpath, _dirs, names in os.walk(snapshot):
+        for name in names:
+            path = Path(dirpath) / name
+            if path.is_symlink():
+                etags[str(path.relative_to(snapshot).as_posix())] = os.path.basename(
+                    os.readlink(path)
+                )
+    return etags
+
+
+def _read_marker(marker: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(marker.read_text())
+    except ValueError as error:
+        raise UnsafeCacheError(f"unreadable marker {marker}: {error}") from error
+    if not isinstance(data, dict):
+        raise UnsafeCacheError(f"unreadable marker {marker}: not a JSON object")
+    return data

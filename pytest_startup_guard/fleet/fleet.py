@@ -1,0 +1,627 @@
+"""``server_fleet``: N real server processes started at the same moment, watched one by one.
+
+``launch`` creates every process behind the child runtime's start barrier, releases them
+together, and then watches each member on its own thread: ready (its probe says so), rejected
+(it answered, wrongly), exited (fail-fast: its own wait ends at once, its siblings go on), or
+hung (still not ready at the time-out: its Python stacks are collected). Output goes to a file
+per member, never to a pipe that could fill up. ``stop`` and teardown end whole process trees:
+SIGTERM, then SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_startup_guard.cache.hubcache import FakeHubCache
+from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.fleet import ready as ready_module
+from pytest_startup_guard.fleet.ports import Lease, PortLeases
+from pytest_startup_guard.fleet.process_tree import ByPid, Child, Target, end_trees
+from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
+from pytest_startup_guard.races.armed import ArmedRace, Hit
+from pytest_startup_guard.runtime.controller import BarrierGroup, RuntimeController
+
+_PLACEHOLDER = re.compile(r"\{(\w*)\}")
+PLACEHOLDERS = ("port", "index", "count")
+TAIL_LINES = 15
+POLL_SECONDS = 0.01  # how often a member's exit and probe are looked at
+
+
+def fill_placeholders(argv: Sequence[str], values: Mapping[str, object]) -> list[str]:
+    """Replace ``{port}``, ``{index}``, ``{count}``; any other ``{name}`` is a clear error."""
+    filled = []
+    for position, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            raise TypeError(
+                f"invalid argv[{position}] {arg!r} for server_fleet.launch(): expected a str"
+            )
+
+        def replace(match: re.Match[str], position: int = position, arg: str = arg) -> str:
+            name = match.group(1)
+            if name not in values:
+                known = ", ".join("{" + key + "}" for key in PLACEHOLDERS)
+                raise ValueError(
+                    f"unknown placeholder {match.group(0)} in argv[{position}] {arg!r} of"
+                    f" server_fleet.launch(); known: {known} (write {{{{ and }}}} for braces)"
+                )
+            return str(values[name])
+
+        filled.append(_PLACEHOLDER.sub(replace, arg).replace("{{", "{").replace("}}", "}"))
+    return filled
+
+
+def resolve_command(command: str, env: Mapping[str, str], cwd: Path | None) -> str:
+    """The program that will run, or a clear error before anything starts."""
+    if os.sep in command:
+        path = Path(command) if os.path.isabs(command) or cwd is None else cwd / command
+        if not path.is_file():
+            raise StartupGuardError(
+                f"command {command!r} (argv[0] of server_fleet.launch) does not exist: no such file"
+            )
+        if not os.access(path, os.X_OK):
+            raise StartupGuardError(
+                f"command {command!r} (argv[0] of server_fleet.launch) is not executable"
+            )
+        return str(path)
+    found = shutil.which(command, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise StartupGuardError(
+            f"command {command!r} (argv[0] of server_fleet.launch) does not exist:"
+            f" not found on PATH={env.get('PATH', '')}"
+        )
+    return found
+
+
+def runs_python(program: str) -> bool:
+    """Whether the program is a Python interpreter or a script run by one (it will say hello)."""
+    if os.path.basename(program).startswith("python") or os.path.realpath(
+        program
+    ) == os.path.realpath(sys.executable):
+        return True
+    try:
+        with open(program, "rb") as handle:
+            first = handle.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+@dataclass
+class Server:
+    """One fleet member and what became of it (times in seconds since the fleet's release)."""
+
+    index: int
+    pid: int
+    port: int | None
+    command: list[str]
+    output_path: Path
+    state: str = "starting"  # starting, ready, rejected, exited, hung, stopped
+    ready: bool = False
+    seconds_to_ready: float | None = None
+    returncode: int | None = None
+    seconds_to_exit: float | None = None
+    reason: str = ""
+    stacks: dict[int, str] = field(default_factory=dict)
+    member: str = ""
+    _hits: Callable[[], list[Hit]] = field(default=lambda: [], repr=False)
+
+    @property
+    def output(self) -> str:
+        try:
+            return self.output_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    @property
+    def hits(self) -> list[Hit]:
+        """Accesses of this member and its descendants that met an open race window."""
+        return self._hits()
+
+    def tail(self, lines: int = TAIL_LINES) -> str:
+        return "\n".join(self.output.rstrip("\n").splitlines()[-lines:])
+
+    def describe(self) -> str:
+        head = f"server {self.index}  pid {self.pid}" + (f"  port {self.port}" if self.port else "")
+        return f"{head}  {self.status()}"
+
+    def status(self) -> str:
+        """What became of it, in a few words: 'EXITED with code 1 after 0.31 s, before ...'."""
+        if self.state == "ready":
+            status = f"ready after {self.seconds_to_ready:.2f} s"
+        elif self.state == "exited":
+            status = f"EXITED with code {self.returncode} after {self.seconds_to_exit:.2f} s, before it was ready"
+        elif self.state == "rejected":
+            status = f"came up WRONG: {self.reason}"
+        elif self.state == "hung":
+            status = f"HUNG: not ready and still running at the time-out ({self.reason})"
+        else:
+            status = self.state
+        if self.returncode is not None and self.state in ("ready", "rejected", "hung", "stopped"):
+            status += f"; exit code {self.returncode}"
+        return status
+
+    def report(self) -> str:
+        lines = [self.describe()]
+        if self.reason and self.state == "exited":
+            lines.append(f"    {self.reason}")
+        hits = self.hits
+        if hits:
+            counts: dict[str, int] = {}
+            for hit in hits:
+                what = f"{hit.op} {'/'.join(Path(hit.path).parts[-2:])}"
+                counts[what] = counts.get(what, 0) + 1
+            lines.append(
+                "    races hit: " + ", ".join(f"{what} x{n}" for what, n in counts.items())
+            )
+        else:
+            lines.append("    races hit: none")
+        tail = self.tail()
+        lines.append("    output (last lines):" if tail else "    output: (nothing)")
+        lines.extend(f"    | {line}" for line in tail.splitlines())
+        for pid, stack in self.stacks.items():
+            lines.append(f"    python stacks of pid {pid}:")
+            lines.extend(f"    | {line}" for line in stack.rstrip().splitlines())
+        return "\n".join(lines)
+
+
+@dataclass
+class _Running:
+    server: Server
+    process: subprocess.Popen[bytes]
+    lease: Lease | None
+    output_handle: object
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What each member of one launch runs, decided before any of them starts."""
+
+    argv: list[str]  # with its placeholders: each member fills in its own
+    count: int
+    env: dict[str, str]
+    cwd: Path | None
+    python: bool  # a Python program, which reports in at the start barrier
+
+    @property
+    def label(self) -> str:
+        return " ".join(shlex.quote(arg) for arg in self.argv)
+
+    def command(self, index: int, port: int | None) -> list[str]:
+        """Member ``index``'s argv, its placeholders filled in."""
+        values = {"port": port if port is not None else "", "index": index, "count": self.count}
+        return fill_placeholders(self.argv, values)
+
+
+class Fleet:
+    """The result of one ``launch``: ``servers``, assertions, and ``stop``."""
+
+    def __init__(
+        self,
+        label: str,
+        timeout: float,
+        running: list[_Running],
+        group: BarrierGroup,
+        controller: RuntimeController,
+        reaper: Reaper,
+    ) -> None:
+        self.label = label
+        self.timeout = timeout
+        self._running = running
+        self.group = group
+        self.controller = controller
+        self._reaper = reaper
+        self.released_t: float | None = None
+        self.stopped = False
+
+    @property
+    def servers(self) -> list[Server]:
+        return [running.server for running in self._running]
+
+    def __iter__(self) -> Iterator[Server]:
+        return iter(self.servers)
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def summary(self) -> str:
+        ready = sum(1 for server in self.servers if server.ready)
+        head = f"fleet of {len(self)} x `{self.label}`: {ready} of {len(self)} ready within {self.timeout:g} s"
+        return "\n".join([head, *(server.report() for server in self.servers)])
+
+    def assert_all_ready(self) -> None:
+        """Every member came up (and its probe accepted it); the message lists every member."""
+        __tracebackhide__ = True
+        if not all(server.ready for server in self.servers):
+            raise AssertionError(f"not every server became ready\n{self.summary()}")
+
+    def assert_all_failed(self, match: str | None = None) -> None:
+        """No member came up; each exited non-zero (with ``match`` found in its output)."""
+        __tracebackhide__ = True
+        problems = []
+        for server in self.servers:
+            if server.ready:
+                problems.append(f"server {server.index} became ready")
+            elif server.state != "exited":
+                problems.append(f"server {server.index} did not exit ({server.state})")
+            elif server.returncode == 0:
+                problems.append(f"server {server.index} exited with code 0")
+            elif match is not None and not re.search(match, server.output):
+                problems.append(f"server {server.index}'s output does not match {match!r}")
+        if problems:
+            raise AssertionError(
+                "not every server failed as expected: "
+                + "; ".join(problems)
+                + "\n"
+                + self.summary()
+            )
+
+    def members_pids(self, server: Server) -> set[int]:
+        """The member and every Python descendant that reported in under its label."""
+        with self.controller.lock:
+            pids = {
+                record.pid for record in self.controller.history if record.member == server.member
+            }
+        return pids | {server.pid}
+
+    def stop(self, grace: float = GRACE_SECONDS) -> None:
+        """SIGTERM every process tree of the fleet, SIGKILL what is left after ``grace``."""
+        if self.stopped:
+            return
+        self.stopped = True
+        with _alarm_blocked():
+            members = [running.process for running in self._running]
+            targets: list[Target] = [*map(Child, members), *self._descendants()]
+            # start_new_session: each member leads a process group of its own
+            end_trees(targets, [member.pid for member in members], grace)
+            for running in self._running:
+                self._settle(running)
+
+    def _descendants(self) -> list[ByPid]:
+        """Every process of the members' trees but the members, as they are now."""
+        import psutil
+
+        others: dict[int, psutil.Process] = {}
+        for running in self._running:
+            for pid in self.members_pids(running.server):
+                try:
+                    process = psutil.Process(pid)
+                    others[pid] = process
+                    for child in process.children(recursive=True):
+                        others[child.pid] = child
+                except psutil.Error:
+                    pass
+        for running in self._running:
+            others.pop(running.process.pid, None)  # our own children: Popen keeps their exit codes
+        return [ByPid(process) for process in others.values()]
+
+    def _settle(self, running: _Running) -> None:
+        """Record how a stopped member ended and give back what it held."""
+        server = running.server
+        if server.returncode is None:
+            server.returncode = running.process.poll()
+        if server.state == "starting":
+            server.state = "stopped"
+        self._reaper.remove(running.process.pid)
+        if running.lease is not None:
+            running.lease.release()
+        close = getattr(running.output_handle, "close", None)
+        if close is not None:
+            close()
+
+
+@contextmanager
+def _alarm_blocked() -> Iterator[None]:
+    """pytest-timeout's signal method must not cut a teardown short: hold SIGALRM until done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class ServerFleet:
+    """The ``server_fleet`` fixture: ``launch`` fleets; everything stops at teardown."""
+
+    def __init__(
+        self,
+        controller: RuntimeController,
+        folder: Path,
+        leases: PortLeases,
+        reaper: Reaper,
+        *,
+        default_timeout: float,
+        default_cache: FakeHubCache | None = None,
+        races: Callable[[], list[ArmedRace]] = lambda: [],
+        barrier_timeout: float = 20.0,
+    ) -> None:
+        self.controller = controller
+        self.folder = folder
+        self.leases = leases
+        self.reaper = reaper
+        self.default_timeout = default_timeout
+        self.default_cache = default_cache
+        self.races = races
+        self.barrier_timeout = barrier_timeout
+        self.fleets: list[Fleet] = []
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        count: int = 1,
+        ready: ready_module.Probe,
+        env: Mapping[str, str] | None = None,
+        cache: FakeHubCache | None = None,
+        timeout: float | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        ports: Sequence[int] | None = None,
+    ) -> Fleet:
+        """Start ``count`` processes of ``argv`` at once; return when each is ready, has
+        exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown."""
+        argv, timeout = self._checked_arguments(argv, count, ready, timeout, ports)
+        workdir = Path(cwd) if cwd is not None else None
+        base_env = self._environment(self._watched_cache(cache), env)
+        program = resolve_command(argv[0], base_env, workdir)
+        plan = _Plan(argv, count, base_env, workdir, python=runs_python(program))
+        leases = self._lease_ports(argv, count, ready, ports)
+        fleet, folder = self._new_fleet(plan.label, count, timeout)
+        self._start_members(fleet, plan, folder, leases)
+        if plan.python:  # only a Python member reports in at the barrier
+            self._await_arrivals(fleet)
+        fleet.released_t = fleet.group.release()
+        self._watch(fleet, ready, timeout)
+        return fleet
+
+    def _checked_arguments(
+        self,
+        argv: Sequence[str],
+        count: int,
+        ready: ready_module.Probe,
+        timeout: float | None,
+        ports: Sequence[int] | None,
+    ) -> tuple[list[str], float]:
+        """``argv`` as a list and the time-out in seconds, or a clear error before anything
+        starts."""
+        argv = list(argv) if not isinstance(argv, str) else shlex.split(argv)
+        if not argv:
+            raise ValueError("server_fleet.launch() needs a command: argv is empty")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError(
+                f"invalid count={count!r} for server_fleet.launch(): expected a whole number >= 1"
+            )
+        if not hasattr(ready, "check"):
+            raise TypeError(
+                f"invalid ready={ready!r} for server_fleet.launch(): expected ready.http(), ready.tcp(),"
+                " ready.log(), ready.file() or ready.call()"
+            )
+        timeout = self.default_timeout if timeout is None else float(timeout)
+        if timeout <= 0:
+            raise ValueError(
+                f"invalid timeout={timeout!r} for server_fleet.launch(): expected seconds > 0"
+            )
+        if ports is not None and len(ports) != count:
+            raise ValueError(f"ports={list(ports)!r} names {len(ports)} ports for count={count}")
+        fill_placeholders(argv, {"port": 0, "index": 0, "count": count})  # bad placeholders: now
+        return argv, timeout
+
+    def _watched_cache(self, cache: FakeHubCache | None) -> FakeHubCache | None:
+        """The launch's cache (the fixture's unless given), its accesses reported from now on."""
+        cache = cache if cache is not None else self.default_cache
+        if cache is not None:
+            self.controller.watch(cache.root)
+        return cache
+
+    def _environment(
+        self, cache: FakeHubCache | None, env: Mapping[str, str] | None
+    ) -> dict[str, str]:
+        """Every member's environment: ours, then the cache's, the child runtime's, the test's."""
+        base_env = dict(os.environ)
+        if cache is not None:
+            base_env.update(cache.env)
+        base_env.update(self.controller.env)
+        base_env.update(env or {})
+        return base_env
+
+    def _lease_ports(
+        self,
+        argv: Sequence[str],
+        count: int,
+        ready: ready_module.Probe,
+        ports: Sequence[int] | None,
+    ) -> list[Lease | None]:
+        """One lease per member: the ports asked for, free ones where argv or the probe needs
+        a port, else None."""
+        needs_port = any("{port}" in arg for arg in argv) or isinstance(
+            ready, (ready_module.Http, ready_module.Tcp)
+        )
+        if ports is not None:
+            return list(self.leases.lease_exactly(list(ports)))
+        if needs_port:
+            return list(self.leases.lease(count))
+        return [None] * count
+
+    def _new_fleet(self, label: str, count: int, timeout: float) -> tuple[Fleet, Path]:
+        """A fleet with no members yet, behind a new barrier, and the folder for their output."""
+        group = self.controller.barrier(count)
+        folder = self.folder / f"fleet-{len(self.fleets)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        fleet = Fleet(label, timeout, [], group, self.controller, self.reaper)
+        self.fleets.append(fleet)
+        return fleet, folder
+
+    def _start_members(
+        self, fleet: Fleet, plan: _Plan, folder: Path, leases: list[Lease | None]
+    ) -> None:
+        """Start one member per lease; if any start fails, stop those already started."""
+        try:
+            for index, lease in enumerate(leases):
+                self._start_member(fleet, plan, folder, index, lease)
+        except BaseException:
+            fleet.stop()
+            raise
+
+    def _start_member(
+        self, fleet: Fleet, plan: _Plan, folder: Path, index: int, lease: Lease | None
+    ) -> None:
+        """Start member ``index`` (held at the start barrier if it runs Python) into the fleet."""
+        port = lease.port if lease is not None else None
+        command = plan.command(index, port)
+        output_path = folder / f"server-{index}.log"
+        handle = open(output_path, "wb")  # noqa: SIM115 - closed when the fleet stops
+        process = subprocess.Popen(
+            command,
+            env={**plan.env, **fleet.group.member_env(index)},
+            cwd=plan.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a process group per member: trees end together
+        )
+        self.reaper.add(process.pid)
+        server = Server(
+            index, process.pid, port, command, output_path, member=f"{fleet.group.name}:{index}"
+        )
+        server._hits = self._hits_of(fleet, server)
+        # In the fleet before anything else can fail, so that its stop ends this one too.
+        fleet._running.append(_Running(server, process, lease, handle))
+        if plan.python:
+            self.controller.expect(process.pid, f"server {index}: {plan.label}")
+
+    def _await_arrivals(self, fleet: Fleet) -> None:
+        """Wait until every member still running has reached the start barrier."""
+        by_index = {running.server.index: running.process for running in fleet._running}
+        fleet.group.wait_for_arrivals(
+            time.monotonic() + self.barrier_timeout, lambda i: by_index[i].poll() is None
+        )
+
+    def _hits_of(self, fleet: Fleet, server: Server) -> Callable[[], list[Hit]]:
+        def hits() -> list[Hit]:
+            pids = fleet.members_pids(server)
+            return [
+                hit
+                for armed in self.races()
+                for hit in armed.hits
+                if hit.member == server.member or hit.pid in pids
+            ]
+
+        return hits
+
+    def _watch(self, fleet: Fleet, probe: ready_module.Probe, timeout: float) -> None:
+        assert fleet.released_t is not None
+        released = fleet.released_t
+        deadline = released + timeout
+        threads = [
+            threading.Thread(
+                target=self._watch_member, args=(running, probe, released, deadline), daemon=True
+            )
+            for running in fleet._running
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for running in fleet._running:
+            if running.server.state == "hung":
+                for pid in sorted(fleet.members_pids(running.server)):
+                    stack = self.controller.dump_stacks(pid)
+                    if stack:
+                        running.server.stacks[pid] = stack
+
+    def _watch_member(
+        self, running: _Running, probe: ready_module.Probe, released: float, deadline: float
+    ) -> None:
+        server = running.server
+        member = ready_module.Member(server.index, server.pid, server.port, server.output_path)
+        detail = ""
+        while True:
+            code = running.process.poll()
+            now = time.monotonic()
+            if code is not None:
+                server.state, server.returncode, server.seconds_to_exit = (
+                    "exited",
+                    code,
+                    now - released,
+                )
+                server.reason = self._exit_reason(server, code)
+                return
+            try:
+                verdict = probe.check(member)
+            except Exception as error:  # a probe that cannot work is the test's error: say so
+                server.state, server.reason = (
+                    "rejected",
+                    f"{probe.describe()} failed: {type(error).__name__}: {error}",
+                )
+                return
+            now = time.monotonic()
+            if verdict.ready:
+                server.state, server.ready, server.seconds_to_ready = "ready", True, now - released
+                return
+            if verdict.rejected:
+                server.state, server.reason = "rejected", verdict.detail
+                return
+            detail = verdict.detail or detail
+            if now >= deadline:
+                server.state = "hung"
+                server.reason = f"{probe.describe()} not ready after {deadline - released:g} s" + (
+                    f": {detail}" if detail else ""
+                )
+                return
+            # A plain sleep: Popen.wait(timeout) polls waitpid from 0.5 ms up, and 32 members
+            # doing that on 2 cores slow down the very servers being watched.
+            time.sleep(POLL_SECONDS)
+
+    def _exit_reason(self, server: Server, code: int) -> str:
+        output = server.output
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return f"killed by {name}"
+        hints = []
+        if not output.strip():
+            hints.append("it printed nothing")
+        if "Address already in use" in output and server.port is not None:
+            hints.append(f"port {server.port} was taken before it could bind it")
+        if code == 0:
+            orphans = self._orphans(server)
+            if orphans:
+                hints.append(
+                    f"it exited 0 but left pid(s) {', '.join(map(str, orphans))} running: the server"
+                    " forked into the background; run it in the foreground"
+                )
+            else:
+                hints.append("a server should keep running; it exited 0 instead")
+        return "; ".join(hints)
+
+    def _orphans(self, server: Server) -> list[int]:
+        """Processes left in the member's process group after it exited (daemonized children)."""
+        import psutil
+
+        orphans = []
+        for process in psutil.process_iter(["pid"]):
+            try:
+                if process.pid != server.pid and os.getpgid(process.pid) == server.pid:
+                    orphans.append(process.pid)
+            except (OSError, psutil.Error):
+                pass
+        return orphans
+
+    def stop_all(self) -> None:
+        for fleet in self.fleets:
+            fleet.stop()

@@ -1,0 +1,213 @@
+"""An armed race: its windows, who held them open, and the accesses that hit them.
+
+The window is a real change to the shared cache, seen by every process. It is opened and
+closed from the test process only (the controller thread, the test's own thread, or the race
+engine's timer), never by the process that triggered it, so a process killed inside its window
+cannot leave a transient fault on disk for the others.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_startup_guard.races.catalog import Race, RaceTarget
+from pytest_startup_guard.races.triggers import After, Chaos, OnAccess, Trigger
+from pytest_startup_guard.runtime.controller import AccessEvent
+from pytest_startup_guard.runtime.observation import unobserved
+
+
+@dataclass
+class Window:
+    """One time the fault was on disk (monotonic seconds)."""
+
+    opened_t: float
+    closed_t: float | None = None
+    opened_by: int | None = None  # the pid whose access opened it; None for a timer/refresher
+    member: str | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.closed_t is None else self.closed_t - self.opened_t
+
+
+@dataclass(frozen=True)
+class Hit:
+    """An access of the code under test while a window was open."""
+
+    pid: int
+    member: str | None
+    op: str
+    path: str
+    t: float
+    window: int  # index into ArmedRace.windows
+
+
+@dataclass
+class _Holder:
+    """What keeps a window open on behalf of one triggering process."""
+
+    until: float  # monotonic deadline
+    accesses_left: int | None = None  # with on_access(accesses=N)
+
+
+@dataclass
+class ArmedRace:
+    race: Race
+    target: RaceTarget
+    trigger: Trigger
+    allow_miss: bool = False
+    windows: list[Window] = field(default_factory=list)
+    hits: list[Hit] = field(default_factory=list)
+    accesses_seen: dict[int, int] = field(default_factory=dict)  # pid -> accesses counted
+    armed_t: float = field(default_factory=time.monotonic)
+    disarmed: bool = False
+    lock: Any = field(default=None, repr=False)  # the controller's lock, set when armed
+    stop_refresher: Callable[[], None] | None = field(default=None, repr=False)  # chaos only
+    _holders: dict[int, _Holder] = field(default_factory=dict)  # pid (0: a timer) -> holder
+    _watched: tuple[str, ...] = ()
+    _cache_root: str = ""
+    _clock_start: float | None = None  # after(): counts from here
+
+    def __post_init__(self) -> None:
+        self._watched = tuple(
+            str(path).rstrip(os.sep) + os.sep for path in self.race.watched(self.target)
+        )
+        self._clock_start = self.armed_t
+        self._cache_root = str(self.target.repo.cache.root).rstrip(os.sep) + os.sep
+
+    # -- what users read -----------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.race.name or type(self.race).__name__
+
+    @property
+    def is_open(self) -> bool:
+        return bool(self.windows) and self.windows[-1].closed_t is None
+
+    def hit_pids(self) -> set[int]:
+        return {hit.pid for hit in self.hits}
+
+    def hit_members(self) -> set[str]:
+        return {hit.member for hit in self.hits if hit.member is not None}
+
+    def describe(self) -> str:
+        return f"{self.name} on {self.target.label} with {self.trigger.describe()}"
+
+    def __repr__(self) -> str:
+        return f"<ArmedRace {self.describe()}: {len(self.windows)} windows, {len(self.hits)} hits>"
+
+    # -- the engine (called with the controller's lock held) -----------------------------
+
+    def watches(self, path: str) -> bool:
+        return path.startswith(self._watched)
+
+    def in_cache(self, path: str) -> bool:
+        return path.startswith(self._cache_root)
+
+    def on_access(self, event: AccessEvent) -> None:
+        """Decide, before ``event`` proceeds, whether the window opens or closes for it.
+
+        ``nth`` counts a process's accesses under the race's folders; ``accesses=N`` counts every
+        access of the cache the process makes (``HF_HOME/token`` included), because closing is
+        about how far the process got, whatever it touched.
+        """
+        if self.disarmed:
+            return
+        now = time.monotonic()
+        self.expire(now)
+        holder = self._holders.get(event.pid)
+        if holder is not None and holder.accesses_left is not None and self.in_cache(event.path):
+            if holder.accesses_left == 0:
+                del self._holders[event.pid]  # this access must see the cache whole
+                if not self._holders:
+                    self.close(now)
+            else:
+                holder.accesses_left -= 1
+        if not self.watches(event.path):
+            return
+        count = self.accesses_seen.get(event.pid, 0) + 1
+        self.accesses_seen[event.pid] = count
+        trigger = self.trigger
+        if isinstance(trigger, OnAccess) and count == trigger.nth:
+            self._hold(event.pid, event.member, now, trigger)
+        if self.is_open and self.race.is_hit(self.target, event.path):
+            self.hits.append(
+                Hit(event.pid, event.member, event.op, event.path, event.t, len(self.windows) - 1)
+            )
+
+    def _hold(self, pid: int, member: str | None, now: float, trigger: OnAccess) -> None:
+        if trigger.accesses is not None:
+            holder = _Holder(until=now + trigger.max_hold, accesses_left=trigger.accesses - 1)
+        else:
+            holder = _Holder(until=now + trigger.hold)
+        self._holders[pid] = holder
+        if not self.is_open:
+            self.open(now, pid, member)
+
+    def _after_due_at(self) -> float | None:
+        """When an ``after`` window that has not opened yet is due."""
+        if isinstance(self.trigger, After) and not self.windows and self._clock_start is not None:
+            return self._clock_start + self.trigger.seconds
+        return None
+
+    def next_deadline(self) -> float | None:
+        """When the timer must look at this race again."""
+        if self.disarmed:
+            return None
+        deadlines = [holder.until for holder in self._holders.values()]
+        due = self._after_due_at()
+        if due is not None:
+            deadlines.append(due)
+        return min(deadlines) if deadlines else None
+
+    def expire(self, now: float) -> None:
+        """Drop holders whose time has passed; open an ``after`` window that is due."""
+        due = self._after_due_at()
+        if due is not None and now >= due and isinstance(self.trigger, After):
+            self._holders[0] = _Holder(until=now + self.trigger.hold)
+            self.open(now, None, None)
+        for pid in [pid for pid, holder in self._holders.items() if now >= holder.until]:
+            del self._holders[pid]
+        if self.is_open and not self._holders and not isinstance(self.trigger, Chaos):
+            self.close(now)
+
+    def fleet_released(self, t: float) -> None:
+        """``after`` counts from the fleet's release when the window has not opened yet."""
+        if isinstance(self.trigger, After) and not self.windows:
+            self._clock_start = t
+
+    def process_gone(self, pid: int) -> None:
+        """A triggering process that exited no longer holds an access-counted window."""
+        holder = self._holders.get(pid)
+        if holder is not None and holder.accesses_left is not None:
+            del self._holders[pid]
+            if not self._holders and self.is_open:
+                self.close(time.monotonic())
+
+    def open(self, now: float, pid: int | None, member: str | None) -> None:
+        with unobserved():
+            self.race.open(self.target)
+        self.windows.append(Window(opened_t=now, opened_by=pid, member=member))
+
+    def close(self, now: float) -> None:
+        if not self.is_open:
+            return
+        with unobserved():
+            self.race.close(self.target)
+        self.windows[-1].closed_t = now
+
+    def disarm(self) -> None:
+        """Close any open window and stop reacting; the cache is whole afterwards."""
+        if self.stop_refresher is not None:
+            stop, self.stop_refresher = self.stop_refresher, None
+            stop()
+        with self.lock if self.lock is not None else nullcontext():
+            self._holders.clear()
+            self.close(time.monotonic())
+            self.disarmed = True

@@ -1,0 +1,270 @@
+"""Transient races: faults that real writers leave on disk for a moment, then take away.
+
+Each race has a window. ``open`` puts the fault on disk and ``close`` makes the cache whole
+again, by the same operations, in the same order, as the writer it models; the time between is
+the window. Users add races by subclassing ``Race`` and registering a name with
+``register_race`` (or returning them from the ``pytest_startup_guard_races`` hook).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+from pytest_startup_guard.cache.hubcache import CachedRepo, corruption_target
+from pytest_startup_guard.cache.layout import break_hard_link, relative_link_target
+from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
+
+
+@dataclass
+class RaceTarget:
+    """The paths one armed race works on: one file of one revision of a cached repo."""
+
+    repo: CachedRepo
+    filename: str
+    revision: str
+    commit: str
+    pointer: Path
+    blob: Path
+    ref: Path
+    lock: Path
+    state: dict[str, Any] = field(default_factory=dict)  # what open() keeps for close()
+
+    @classmethod
+    def of(cls, repo: CachedRepo, filename: str, revision: str | None = None) -> RaceTarget:
+        paths = corruption_target(repo, filename, revision)
+        etag = paths.blob.name
+        return cls(
+            repo=repo,
+            filename=filename,
+            revision=revision or repo.revision,
+            commit=paths.pointer.relative_to(repo.path / "snapshots").parts[0],
+            pointer=paths.pointer,
+            blob=paths.blob,
+            ref=paths.ref,
+            lock=repo.cache.hub_dir / ".locks" / repo.folder_name / f"{etag}.lock",
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.filename} of {self.repo.repo_id}@{self.revision}"
+
+
+class Race:
+    """Base class of every race. Subclass it, set ``name`` and ``models``, implement ``open``
+    and ``close``; override ``watched`` and ``is_hit`` if accesses of other folders matter.
+
+    ``close`` must make the cache whole whatever state it finds (it also runs at teardown).
+    """
+
+    name: ClassVar[str] = ""
+    models: ClassVar[str] = ""  # the real writer and the versions or situations it models
+    in_all: ClassVar[bool] = True  # included in startup_races(transient="all")
+
+    def watched(self, target: RaceTarget) -> tuple[Path, ...]:
+        """Folders whose accesses count for triggers and may be hits."""
+        return (target.repo.path,)
+
+    def is_hit(self, target: RaceTarget, path: str) -> bool:
+        """Whether an access of ``path`` while the window is open meets the fault."""
+        return True
+
+    def open(self, target: RaceTarget) -> None:
+        raise NotImplementedError
+
+    def close(self, target: RaceTarget) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class PointerSwap(Race):
+    """huggingface_hub's ``_create_symlink`` on an existing pointer: ``os.remove(dst)``, then
+    ``os.symlink(relative_src, dst)`` — the pointer is absent in between. Before huggingface_hub
+    0.32 (and 0.25) live pointers were re-created on every download; today it can still happen
+    where the blob lock does not hold (the soft-lock fallback, NFS)."""
+
+    name = "pointer_swap"
+    models = (
+        "huggingface_hub _create_symlink re-creating a live pointer (remove, then symlink):"
+        " every download before 0.32; soft-lock fallback or NFS today"
+    )
+
+    def open(self, target: RaceTarget) -> None:
+        try:
+            os.remove(target.pointer)
+        except OSError:
+            pass  # as _create_symlink: errors of the remove are ignored
+
+    def close(self, target: RaceTarget) -> None:
+        if os.path.lexists(target.pointer):
+            return
+        target.pointer.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(relative_link_target(target.pointer, target.blob), target.pointer)
+
+
+class RefRewrite(Race):
+    """``snapshot_download`` before huggingface_hub 1.31: ``open(refs/<revision>, "w")`` then
+    ``write(commit)`` on every call — a reader in between sees an empty ref, so the revision
+    resolves to ``""`` and ``try_to_load_from_cache`` returns None. 1.31 made it atomic."""
+
+    name = "ref_rewrite"
+    models = "snapshot_download before huggingface_hub 1.31: truncate refs/<revision>, then write"
+
+    def open(self, target: RaceTarget) -> None:
+        break_hard_link(target.ref)
+        target.state["handle"] = open(target.ref, "w")  # noqa: SIM115 - written when it closes
+
+    def close(self, target: RaceTarget) -> None:
+        handle: IO[str] | None = target.state.pop("handle", None)
+        if handle is None:
+            handle = open(target.ref, "w")  # noqa: SIM115
+        with handle:
+            handle.write(target.commit)
+
+
+class BlobRewrite(Race):
+    """A blob rewritten in place (truncate, then write), as a sync or copy tool (rsync
+    --inplace, cp onto an existing file) does: readers see it empty, or short when
+    ``written`` > 0 (the share of the content already written when the window opens)."""
+
+    name = "blob_rewrite"
+    models = "a sync or copy tool rewriting a blob in place: truncate, then write"
+
+    def __init__(self, written: float = 0.0) -> None:
+        if not 0.0 <= written < 1.0:
+            raise ValueError(f"invalid written={written!r}: expected a share from 0 to below 1")
+        self.written = written
+
+    def open(self, target: RaceTarget) -> None:
+        break_hard_link(target.blob)  # copy on write: never reach a shared copy
+        content = target.blob.read_bytes()
+        target.state["content"] = content
+        handle = open(target.blob, "wb")  # noqa: SIM115 - the rest is written when it closes
+        cut = int(len(content) * self.written)
+        handle.write(content[:cut])
+        handle.flush()
+        target.state["handle"], target.state["cut"] = handle, cut
+
+    def close(self, target: RaceTarget) -> None:
+        handle: IO[bytes] | None = target.state.pop("handle", None)
+        content: bytes | None = target.state.pop("content", None)
+        if content is None:
+            return
+        if handle is None:
+            handle = open(target.blob, "wb")  # noqa: SIM115
+            target.state["cut"] = 0
+        with handle:
+            handle.write(content[target.state.pop("cut", 0) :])
+
+    def __repr__(self) -> str:
+        return f"BlobRewrite(written={self.written})"
+
+
+class DanglingPointer(Race):
+    """The pointer is there but its blob is not — a cache cleaner removed it (``huggingface-cli
+    delete-cache``, a tmp reaper), or a shared file system shows the link before the blob —
+    then the blob returns the way huggingface_hub writes one: ``blobs/<etag>.<hex>.incomplete``
+    moved into place."""
+
+    name = "dangling_pointer"
+    models = (
+        "a cache cleaner deleting a blob, then a download putting it back (.incomplete + rename)"
+    )
+
+    def open(self, target: RaceTarget) -> None:
+        if "content" not in target.state:
+            target.state["content"] = target.blob.read_bytes()
+        try:
+            os.remove(target.blob)  # a hard-linked original keeps its own name: not reached
+        except FileNotFoundError:
+            pass
+
+    def close(self, target: RaceTarget) -> None:
+        content: bytes | None = target.state.pop("content", None)
+        if content is None or target.blob.exists():
+            return
+        incomplete = target.blob.with_name(f"{target.blob.name}.{os.urandom(8).hex()}.incomplete")
+        incomplete.write_bytes(content)
+        os.replace(incomplete, target.blob)
+
+
+class LockHeld(Race):
+    """Another process holds the blob's ``.locks/<repo>/<etag>.lock`` with ``filelock``, as
+    huggingface_hub's ``WeakFileLock`` does while it downloads that blob. Readers of the cache
+    take no lock, so only code that takes this lock can hit it (a download, a writer): this race
+    is not part of ``transient="all"``."""
+
+    name = "lock_held"
+    models = "huggingface_hub WeakFileLock held on .locks/<repo>/<etag>.lock during a download"
+    in_all = False
+
+    def watched(self, target: RaceTarget) -> tuple[Path, ...]:
+        return (target.repo.path, target.lock.parent)
+
+    def is_hit(self, target: RaceTarget, path: str) -> bool:
+        return os.path.abspath(path) == str(target.lock)
+
+    def open(self, target: RaceTarget) -> None:
+        from filelock import FileLock
+
+        target.lock.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(target.lock))
+        lock.acquire(timeout=5)
+        target.state["lock"] = lock
+
+    def close(self, target: RaceTarget) -> None:
+        lock = target.state.pop("lock", None)
+        if lock is not None:
+            lock.release()
+
+
+_BUILTIN: tuple[type[Race], ...] = (PointerSwap, RefRewrite, BlobRewrite, DanglingPointer, LockHeld)
+RACES: dict[str, type[Race]] = {race.name: race for race in _BUILTIN}
+
+
+def register_race(name: str, race: type[Race]) -> None:
+    """Make ``race`` (a ``Race`` subclass) known as ``name`` to ``arm`` and ``startup_races``."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"invalid race name {name!r}: expected an identifier such as 'my_race'")
+    if not (isinstance(race, type) and issubclass(race, Race)):
+        raise TypeError(f"invalid race {race!r} for {name!r}: expected a subclass of Race")
+    existing = RACES.get(name)
+    if existing is not None and existing is not race:
+        raise StartupGuardError(f"race name {name!r} is taken by {existing.__qualname__}")
+    RACES[name] = race
+
+
+def register_races(
+    results: Iterable[Mapping[str, type[Race]] | Iterable[type[Race]] | None],
+) -> None:
+    """Register what ``pytest_startup_guard_races`` implementations returned: mappings of name
+    to race class, or race classes carrying their ``name``."""
+    for result in results:
+        if result is None:
+            continue
+        pairs = (
+            result.items()
+            if isinstance(result, Mapping)
+            else ((race.name, race) for race in result)
+        )
+        for name, race in pairs:
+            register_race(name, race)
+
+
+def get_race(race: str | Race, where: str = "") -> Race:
+    """A race instance from a name or an instance; unknown names list the known ones."""
+    if isinstance(race, Race):
+        return race
+    if not isinstance(race, str) or race not in RACES:
+        raise UnknownNameError("race", race, RACES, where)
+    return RACES[race]()
+
+
+def races_for_all() -> list[str]:
+    """The names ``transient="all"`` stands for."""
+    return [name for name, race in RACES.items() if race.in_all]

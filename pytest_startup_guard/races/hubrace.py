@@ -1,0 +1,416 @@
+"""``hub_race``: arm races on a test's private cache, and explore every access point of a start-up.
+
+One ``HubRace`` per test. It listens to the child runtime's access events (every process of the
+test, and the test process itself), runs a timer that closes windows when their hold has passed,
+starts chaos refreshers, and at the end closes everything and reports races that never hit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from pytest_startup_guard.cache.hubcache import CachedRepo
+from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.races.armed import ArmedRace, Hit, Window
+from pytest_startup_guard.races.catalog import Race, RaceTarget, get_race
+from pytest_startup_guard.races.triggers import After, Chaos, OnAccess, Trigger, on_access
+from pytest_startup_guard.runtime.controller import AccessEvent, RuntimeController
+from pytest_startup_guard.runtime.protocol import PLAN_ENV
+from pytest_startup_guard.settings.seeds import seed_for_test
+
+
+@dataclass
+class _Refresher:
+    """A running chaos refresher: its process, the log of its windows, the pipe that stops it."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    stdin: IO[bytes]
+
+
+@dataclass(frozen=True)
+class ExplorationPoint:
+    """How the start-up fared with the window opening right before one of its accesses."""
+
+    index: int  # the nth access the window opened at
+    op: str
+    path: str  # relative to the repo folder
+    outcome: str  # "survived" or "failed"
+    error: str | None
+    hit: bool
+
+
+@dataclass
+class Exploration:
+    """One start-up run once per access point, with the window opening right before it."""
+
+    race: str
+    target: str
+    points: list[ExplorationPoint] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[ExplorationPoint]:
+        """The access points where a window made the start-up fail."""
+        return [point for point in self.points if point.outcome == "failed"]
+
+    @property
+    def survived(self) -> list[ExplorationPoint]:
+        """The access points where the start-up came through an open window."""
+        return [point for point in self.points if point.outcome == "survived"]
+
+    def __str__(self) -> str:
+        lines = [f"explore {self.race} on {self.target}: {len(self.points)} access points"]
+        for point in self.points:
+            error = f"  {point.error}" if point.error else ""
+            lines.append(
+                f"  #{point.index:<3} {point.op:<11} {point.path:<60} {point.outcome}{error}"
+            )
+        return "\n".join(lines)
+
+
+class HubRace:
+    """Arms transient races; see ``arm`` and ``explore``."""
+
+    def __init__(self, controller: RuntimeController, seed: int = 0) -> None:
+        self.controller = controller
+        self.seed = seed
+        self.armed: list[ArmedRace] = []
+        self.explorations: list[Exploration] = []
+        self._refreshers: dict[int, _Refresher] = {}
+        self._timer: threading.Thread | None = None
+        self._wake = threading.Condition(controller.lock)
+        self._closed = False
+        controller.add_listener(self._on_access)
+        controller.add_release_listener(self._on_release)
+        controller.add_gone_listener(self._on_gone)
+
+    # -- arming ------------------------------------------------------------------------------
+
+    def arm(
+        self,
+        race: str | Race,
+        repo: CachedRepo,
+        filename: str,
+        *,
+        revision: str | None = None,
+        trigger: Trigger | None = None,
+        allow_miss: bool = False,
+    ) -> ArmedRace:
+        """Arm ``race`` (a name from ``RACES`` or a ``Race``) on ``filename`` of ``repo``.
+
+        The default trigger is ``on_access()``: the window opens right before each process's
+        first access of the repo. Unless ``allow_miss=True``, a race that no access ever hit
+        fails the test at teardown: a race test that was never raced proves nothing.
+        """
+        instance = get_race(race, where="hub_race.arm()")
+        if not isinstance(repo, CachedRepo):
+            raise TypeError(
+                f"hub_race.arm() needs a CachedRepo (what hub_cache.add_model returns), not {type(repo).__name__}"
+            )
+        repo.cache.check_writable(repo, f"arm race {instance.name!r} on")
+        trigger = on_access() if trigger is None else trigger
+        if not isinstance(trigger, (OnAccess, After, Chaos)):
+            raise TypeError(
+                f"invalid trigger {trigger!r}: expected on_access(...), after(...) or chaos(...)"
+            )
+        armed = ArmedRace(instance, RaceTarget.of(repo, filename, revision), trigger, allow_miss)
+        armed.lock = self.controller.lock
+        self.controller.watch(repo.cache.root)
+        self.controller.watch_test_process()
+        with self.controller.lock:
+            self.armed.append(armed)
+        if isinstance(trigger, Chaos):
+            self._start_refresher(armed, trigger)
+        else:
+            self._ensure_timer()
+        return armed
+
+    # -- exploring -----------------------------------------------------------------------
+
+    def explore(
+        self,
+        race: str | Race,
+        repo: CachedRepo,
+        filename: str,
+        startup: Callable[[], object],
+        hold: float = 0.5,
+        *,
+        revision: str | None = None,
+    ) -> Exploration:
+        """Run ``startup()`` once clean, recording its accesses of the repo, then once per
+        access point with the window opening right before that access. ``startup`` runs in the
+        test process; it may start processes of its own (their accesses count per process)."""
+        if not callable(startup):
+            raise TypeError(f"explore() needs a callable start-up, not {type(startup).__name__}")
+        instance = get_race(race, where="hub_race.explore()")
+        repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
+        target = RaceTarget.of(repo, filename, revision)
+        points = self._access_points(instance, target, startup)
+        exploration = Exploration(instance.name or type(instance).__name__, target.label)
+        for index, access in enumerate(points, 1):
+            armed = self.arm(
+                instance,
+                repo,
+                filename,
+                revision=revision,
+                trigger=on_access(nth=index, hold=hold),
+                allow_miss=True,  # a run that never reaches its point says so in hit=False
+            )
+            outcome, error = self._run_once(armed, startup)
+            exploration.points.append(
+                ExplorationPoint(
+                    index=index,
+                    op=access.op,
+                    path=os.path.relpath(access.path, repo.path),
+                    outcome=outcome,
+                    error=error,
+                    hit=bool(armed.hits),
+                )
+            )
+        self.explorations.append(exploration)
+        return exploration
+
+    def _access_points(
+        self, race: Race, target: RaceTarget, startup: Callable[[], object]
+    ) -> list[AccessEvent]:
+        """Run ``startup()`` without a race; its access points (those of its busiest process)."""
+        watched = tuple(str(path).rstrip(os.sep) + os.sep for path in race.watched(target))
+        self.controller.watch(target.repo.cache.root)
+        self.controller.watch_test_process()
+        start = len(self.controller.accesses)
+        try:
+            startup()
+        except Exception as error:
+            raise StartupGuardError(
+                f"explore(): the start-up fails without any race, so there is nothing to explore:"
+                f" {type(error).__name__}: {error}"
+            ) from error
+        with self.controller.lock:
+            clean = [a for a in self.controller.accesses[start:] if a.path.startswith(watched)]
+        return _busiest_process(clean)
+
+    def _run_once(self, armed: ArmedRace, startup: Callable[[], object]) -> tuple[str, str | None]:
+        """Run ``startup()`` under ``armed``, then take the race away: (outcome, error)."""
+        try:
+            startup()
+            return "survived", None
+        except Exception as error:
+            return "failed", _first_line(error)
+        finally:
+            armed.disarm()
+            with self.controller.lock:
+                self.armed.remove(armed)
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def hits(self) -> list[Hit]:
+        """Every access that fell into an open window, of every armed race."""
+        self._sync_chaos()  # chaos windows live in the refreshers' logs until read
+        with self.controller.lock:
+            return [hit for armed in self.armed for hit in armed.hits]
+
+    # -- the engine ----------------------------------------------------------------------
+
+    def _on_access(self, event: AccessEvent) -> None:
+        """An access may open, hit or close a window; wake the timer for the new deadline."""
+        for armed in self.armed:
+            if not isinstance(armed.trigger, Chaos):
+                armed.on_access(event)
+        self._wake.notify_all()
+
+    def _on_release(self, t: float) -> None:
+        """A fleet's release starts the clock of ``after(...)`` triggers."""
+        for armed in self.armed:
+            armed.fleet_released(t)
+        self._wake.notify_all()
+
+    def _on_gone(self, pid: int) -> None:
+        """A process that is gone no longer holds an access-counted window open."""
+        for armed in self.armed:
+            armed.process_gone(pid)
+
+    def _ensure_timer(self) -> None:
+        """Start the timer that closes windows once, and wake it for a new deadline."""
+        if self._timer is None:
+            self._timer = threading.Thread(
+                target=self._run_timer, name="startup-guard-races", daemon=True
+            )
+            self._timer.start()
+        with self._wake:
+            self._wake.notify_all()
+
+    def _run_timer(self) -> None:
+        """Close each window when its hold has passed, sleeping until the next deadline."""
+        with self._wake:
+            while not self._closed:
+                now = time.monotonic()
+                for armed in self.armed:
+                    if not isinstance(armed.trigger, Chaos):
+                        try:
+                            armed.expire(now)
+                        except Exception as error:  # a race that cannot close is a test error
+                            self.controller.errors.append(f"closing {armed.describe()}: {error!r}")
+                            armed.disarmed = True
+                deadlines = [d for d in (a.next_deadline() for a in self.armed) if d is not None]
+                timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+                self._wake.wait(timeout)
+
+    def _start_refresher(self, armed: ArmedRace, trigger: Chaos) -> None:
+        """Start a chaos refresher process for ``armed`` and wait until it is ready."""
+        from pytest_startup_guard.races.refresher import RefresherSpec, dump
+
+        seed = (
+            trigger.seed
+            if trigger.seed is not None
+            else seed_for_test(self.seed, f"chaos-{len(self.armed)}")
+        )
+        log = Path(
+            tempfile.mkstemp(prefix="refresher-", suffix=".log", dir=self.controller.folder)[1]
+        )
+        env = {key: value for key, value in os.environ.items() if key != PLAN_ENV}  # not under test
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pytest_startup_guard.races.refresher"],
+            stdin=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+        assert process.stdin is not None
+        spec = RefresherSpec(armed.race, armed.target, trigger.gap, trigger.hold, seed, str(log))
+        dump(spec, process.stdin)
+        self._refreshers[id(armed)] = _Refresher(process, log, process.stdin)
+        armed.stop_refresher = lambda: self._stop_refresher(armed)
+        deadline = time.monotonic() + 30
+        while "ready" not in log.read_text() and time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise StartupGuardError(
+                    f"the chaos refresher for {armed.describe()} exited with code"
+                    f" {process.returncode} before it started (is the race class importable?)"
+                )
+            time.sleep(0.005)
+
+    def _sync_chaos(self) -> None:
+        """Chaos windows are logged by the refresher; hits are the accesses inside them."""
+        for armed in self.armed:
+            refresher = self._refreshers.get(id(armed))
+            if refresher is None:
+                continue
+            windows = []
+            for line in refresher.log.read_text().splitlines():
+                parts = line.split()
+                if parts and parts[0] == "window" and len(parts) == 3:
+                    windows.append(Window(float(parts[1]), float(parts[2])))
+            with self.controller.lock:
+                armed.windows = windows
+                armed.hits = [
+                    Hit(a.pid, a.member, a.op, a.path, a.t, index)
+                    for a in self.controller.accesses
+                    if armed.watches(a.path) and armed.race.is_hit(armed.target, a.path)
+                    for index in _window_at(windows, a.t)
+                ]
+
+    def _stop_refresher(self, armed: ArmedRace) -> None:
+        """Stop one chaos refresher, take in its windows, and make the cache whole."""
+        refresher = self._refreshers.get(id(armed))
+        if refresher is None or refresher.process.returncode is not None:
+            return
+        try:
+            refresher.stdin.write(b"x")
+            refresher.stdin.close()
+        except OSError:
+            pass
+        try:
+            refresher.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            refresher.process.kill()
+            refresher.process.wait()
+        self._sync_chaos()
+        with self.controller.lock:
+            armed.race.close(armed.target)
+
+    # -- the end -------------------------------------------------------------------------
+
+    def close(self) -> list[str]:
+        """Stop refreshers and the timer, close every window (the cache is whole afterwards),
+        and return a message for every armed race that no access hit."""
+        if self._closed:
+            return []
+        for armed in self.armed:
+            if armed.stop_refresher is not None:
+                armed.disarm()
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()
+        if self._timer is not None:
+            self._timer.join(timeout=5)
+        problems = []
+        with self.controller.lock:
+            for armed in self.armed:
+                try:
+                    armed.disarm()
+                    armed.race.close(armed.target)  # whatever a refresher left: whole again
+                except Exception as error:
+                    problems.append(f"could not close {armed.describe()}: {error!r}")
+                if not armed.hits and not armed.allow_miss:
+                    problems.append(self._miss_message(armed))
+        return problems
+
+    def _miss_message(self, armed: ArmedRace) -> str:
+        """Why ``armed`` never hit, with each process's count of accesses, and the opt-out."""
+        folder = armed.target.repo.path.name
+        counts = []
+        for pid, count in armed.accesses_seen.items():
+            record = self.controller.processes.get(pid)
+            who = "test process" if record is None else (record.member or "no fleet member")
+            counts.append(f"pid {pid} ({who}): {count}")
+        if not armed.windows:
+            if not counts:
+                why = f"its window never opened: no process accessed {folder}"
+            else:
+                nth = armed.trigger.nth if isinstance(armed.trigger, OnAccess) else None
+                why = (
+                    f"its window never opened: no process made {nth} accesses of {folder}"
+                    if nth is not None
+                    else "its window never opened"
+                ) + f" (accesses per process: {', '.join(counts)})"
+        else:
+            why = f"its window opened {len(armed.windows)} time(s), but nothing accessed {folder} while it was open"
+        return (
+            f"race {armed.describe()} never hit: {why}. A race that never hit proves nothing; if the"
+            " code under test may legitimately not read this file, arm it with allow_miss=True."
+        )
+
+
+def _busiest_process(accesses: list[AccessEvent]) -> list[AccessEvent]:
+    """The accesses of the process that made the most of them.
+
+    ``on_access(nth=...)`` counts each process's accesses on its own: there are as many points
+    to open a window at as the busiest process makes accesses.
+    """
+    per_process: dict[int, list[AccessEvent]] = {}
+    for access in accesses:
+        per_process.setdefault(access.pid, []).append(access)
+    return max(per_process.values(), key=len) if per_process else []
+
+
+def _first_line(error: Exception) -> str:
+    """``ValueError: the first line of its message``, for one row of an exploration."""
+    message = str(error).strip()
+    return f"{type(error).__name__}: {message.splitlines()[0] if message else ''}"
+
+
+def _window_at(windows: list[Window], t: float) -> list[int]:
+    """The index of the window open at ``t`` (as a list: none, or one)."""
+    for index, window in enumerate(windows):
+        if window.opened_t <= t <= (window.closed_t if window.closed_t is not None else t):
+            return [index]
+    return []

@@ -1,0 +1,9 @@
+"""The report: what one attempt of a start-up test leaves, and what the run shows of it.
+
+Owns the per-attempt record (``record``), the text timeline (``timeline``), the artifacts
+folder (``artifacts``), reruns that would hide a race (``reruns``); where a test runs, its part
+put on its reports (``attach``); where reports are logged, the run's JSON report and its schema
+(``run_report``) and the terminal summary (``summary``).
+
+May import: settings, targets, runtime, cache, races, fleet, verdicts.
+"""

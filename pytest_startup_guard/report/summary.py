@@ -1,0 +1,249 @@
+"""The terminal summary: the ``startup guard`` section at the end of the run.
+
+Made where reports are logged, from what ``run_report.RunReport`` gathered: one total line,
+one line per test at ``-v``, every failed start-up test in full, and every failure that a
+rerun hid.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pytest_startup_guard.report.run_report import OUTCOMES
+
+if TYPE_CHECKING:
+    import pytest
+
+    from pytest_startup_guard.report.run_report import ReportedTest, RunReport
+    from pytest_startup_guard.settings.session import GuardSession
+
+# A line of the section and its colour (None: the terminal's own).
+Line = tuple[str, str | None]
+
+
+def write_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, run: RunReport, session: GuardSession, strict: bool
+) -> None:
+    """Write the section; a run without start-up tests gets none."""
+    if not run.tests:
+        return
+    verbose = terminalreporter.config.get_verbosity() > 0
+    terminalreporter.write_sep("=", "startup guard")
+    for line, colour in summary_lines(run, session, verbose=verbose, strict=strict):
+        terminalreporter.write_line(line, **({colour: True} if colour else {}))
+
+
+def summary_lines(
+    run: RunReport, session: GuardSession, *, verbose: bool, strict: bool
+) -> list[Line]:
+    """The ``startup guard`` section: (line, colour) pairs."""
+    entries = list(run.tests.values())
+    lines: list[Line] = [
+        (
+            f"target {session.target} ({session.target_reason}), seed {session.run_seed}"
+            f" ({session.seed_source})",
+            None,
+        )
+    ]
+    failed = [e for e in entries if e.final.failed]
+    hidden = run.hidden()
+    lines.append((total_line(entries), "red" if failed else "yellow" if hidden else "green"))
+    if verbose:
+        lines.extend((one_line(e), None) for e in entries if not e.final.failed and e not in hidden)
+    for entry in failed:
+        lines.extend(
+            (line, "red" if i == 0 else None)
+            for i, line in enumerate(failure_lines(entry, session))
+        )
+    for entry in hidden:
+        lines.extend(_hidden_failure_lines(entry, session))
+    if hidden:
+        lines.append(_strict_reruns_line(len(hidden), fails=run.strict_failed or strict))
+    if run.written is not None:
+        lines.append((f"JSON report: {run.written}", None))
+    if run.write_error is not None:
+        lines.append((f"could not write the JSON report: {run.write_error}", "red"))
+    return lines
+
+
+def total_line(entries: list[ReportedTest]) -> str:
+    """The run in one line: outcomes, races and their hits, readiness, absorbed, reruns."""
+    import statistics
+
+    outcomes = [entry.outcome for entry in entries]
+    counts = ", ".join(f"{outcomes.count(word)} {word}" for word in OUTCOMES if word in outcomes)
+    races = [race for e in entries for race in e.facts.get("races", [])]
+    servers = [s for e in entries for f in e.facts.get("fleets", []) for s in f["servers"]]
+    ready = [s["seconds_to_ready"] for s in servers if s["seconds_to_ready"] is not None]
+    pieces = [f"{_count(len(entries), 'start-up test')}: {counts}"]
+    if races:
+        pieces.append(
+            f"{_count(len(races), 'race')} armed,"
+            f" {_count(sum(r['windows_total'] for r in races), 'window')},"
+            f" {_count(sum(r['hits_total'] for r in races), 'hit')}"
+        )
+    if servers:
+        text = f"{len(ready)} of {_count(len(servers), 'server')} ready"
+        if ready:
+            text += f" (median {_seconds(statistics.median(ready))}, worst {_seconds(max(ready))})"
+        pieces.append(text)
+    absorbed = sum(1 for s in servers if s["absorbed"])
+    if absorbed:
+        pieces.append(f"{absorbed} absorbed a race")
+    reruns = sum(e.reruns for e in entries)
+    if reruns:
+        pieces.append(_count(reruns, "rerun"))
+    return "; ".join(pieces)
+
+
+def one_line(entry: ReportedTest) -> str:
+    """One line per test (``-v``): outcome, races, readiness, absorbed, verdict."""
+    facts = entry.facts
+    pieces = [_races_text(facts.get("races", [])), _ready_text(facts.get("time_to_ready"))]
+    absorbed = facts.get("absorbed", {}).get("servers", 0)
+    if absorbed:
+        pieces.append(f"{absorbed} absorbed a race")
+    pieces.append(_verdict_text(facts.get("verdict")))
+    if entry.reruns:
+        pieces.append(_count(entry.reruns, "rerun"))
+    details = "; ".join(piece for piece in pieces if piece)
+    return f"{entry.outcome.upper()} {entry.nodeid}" + (f": {details}" if details else "")
+
+
+def failure_lines(entry: ReportedTest, session: GuardSession) -> list[str]:
+    """What a failed start-up test shows in the summary, whatever the verbosity."""
+    from pytest_startup_guard.settings.seeds import replay_command
+
+    facts = entry.facts
+    final = entry.final
+    lines = [f"{final.outcome.upper()} {entry.nodeid}"]
+    lines.extend(_race_line(race) for race in facts.get("races", []))
+    lines.extend(
+        f"  corruption {corruption['kind']} of {corruption['filename']} of"
+        f" {corruption['repo']}@{corruption['revision']}"
+        for corruption in facts.get("corruptions", [])
+    )
+    lines.extend(_fleet_line(number, fleet) for number, fleet in enumerate(facts.get("fleets", [])))
+    verdict = _verdict_text(facts.get("verdict"))
+    if verdict:
+        lines.append(f"  verdict: {verdict}")
+    lines.append(f"  failure ({final.failure_phase}): {final.failure}")
+    if entry.reruns:
+        lines.append(f"  failed on every one of {entry.reruns + 1} attempts")
+    if final.artifacts:
+        lines.append(f"  artifacts: {final.artifacts}")
+    lines.append(f"  replay: {replay_command(session.run_seed, entry.nodeid)}")
+    return lines
+
+
+def _race_line(race: dict[str, Any]) -> str:
+    """A race of a failed test: where, with which trigger, and which process hit it how often."""
+    hits = ", ".join(
+        f"pid {p['pid']}" + (f" ({p['member']})" if p["member"] else "") + f" x{p['hits']}"
+        for p in race["hits_per_process"]
+    )
+    return (
+        f"  race {race['name']} on {race['filename']} of {race['repo']}@{race['revision']}"
+        f" with {race['trigger']}: {_count(race['windows_total'], 'window')};"
+        f" hits: {hits or 'none'}"
+    )
+
+
+def _fleet_line(number: int, fleet: dict[str, Any]) -> str:
+    """A fleet of a failed test: how many servers became ready, and what the others did."""
+    servers = fleet["servers"]
+    ready = [s["seconds_to_ready"] for s in servers if s["seconds_to_ready"] is not None]
+    head = f"  fleet {number + 1}: {len(ready)} of {len(servers)} ready"
+    if ready:
+        head += (
+            f" (median {_seconds(sorted(ready)[len(ready) // 2])}, worst {_seconds(max(ready))})"
+        )
+    troubles = [f"server {s['index']} {_server_state(s)}" for s in servers if not s["ready"]]
+    return head + (": " + "; ".join(troubles) if troubles else "")
+
+
+def _server_state(server: dict[str, Any]) -> str:
+    """What a server that never became ready did instead."""
+    state = server["state"]
+    if state == "exited":
+        return (
+            f"exited with code {server['returncode']} after {_seconds(server['seconds_to_exit'])}"
+        )
+    if state == "hung":
+        return "hung (not ready at the time-out)"
+    if state == "rejected":
+        return "came up wrong"
+    return str(state)
+
+
+def _hidden_failure_lines(entry: ReportedTest, session: GuardSession) -> list[Line]:
+    """A test that passed on a rerun: the failure the rerun hid, its artifacts, its replay."""
+    from pytest_startup_guard.settings.seeds import replay_command
+
+    attempt = entry.hidden_failure
+    assert attempt is not None
+    lines: list[Line] = [
+        (
+            f"PASSED ON RERUN {entry.nodeid}: a rerun hid the failure of attempt"
+            f" {attempt.number + 1} ({attempt.failure_phase}): {attempt.failure}",
+            "yellow",
+        )
+    ]
+    if attempt.artifacts:
+        lines.append((f"  artifacts: {attempt.artifacts}", None))
+    lines.append((f"  replay: {replay_command(session.run_seed, entry.nodeid)}", None))
+    return lines
+
+
+def _strict_reruns_line(hidden: int, *, fails: bool) -> Line:
+    """Whether the hidden failures fail the run, or how to make them fail it."""
+    if fails:
+        return (
+            f"the run fails: {_count(hidden, 'start-up test')} passed only on a"
+            " rerun (--startup-guard-strict-reruns)",
+            "red",
+        )
+    return ("(--startup-guard-strict-reruns makes a run like this one fail)", None)
+
+
+def _races_text(races: list[dict[str, Any]]) -> str:
+    """The races of a test, each with its windows and hits."""
+    parts = []
+    for race in races:
+        processes = len(race["hits_per_process"])
+        parts.append(
+            f"{race['name']} ({_count(race['windows_total'], 'window')},"
+            f" {_count(race['hits_total'], 'hit')} in {_count(processes, 'process', 'processes')})"
+        )
+    return ", ".join(parts)
+
+
+def _ready_text(ttr: dict[str, Any] | None) -> str:
+    """How many servers became ready, and how fast; "" for a test without a fleet."""
+    if not ttr:
+        return ""
+    text = f"{ttr['ready']} of {ttr['servers']} ready"
+    if ttr["ready"]:
+        text += f" (median {_seconds(ttr['median'])}, worst {_seconds(ttr['worst'])})"
+    return text
+
+
+def _verdict_text(verdict: dict[str, Any] | None) -> str:
+    """The start-up case's verdict in words; "" for a test without one."""
+    if not verdict:
+        return ""
+    if not verdict["checked"]:
+        return f"{verdict['case']}: never checked"
+    done = "survived" if verdict["kind"] == "transient" else "failed closed"
+    missed = "did not survive" if verdict["kind"] == "transient" else "did not fail closed"
+    return f"{verdict['case']}: {done if verdict['passed'] else missed}"
+
+
+def _count(number: int, word: str, plural: str | None = None) -> str:
+    """``1 window``, ``2 windows``."""
+    return f"{number} {word if number == 1 else (plural or word + 's')}"
+
+
+def _seconds(value: object) -> str:
+    """``1.23 s``, or ``-`` where there is no number."""
+    return f"{value:.2f} s" if isinstance(value, (int, float)) else "-"

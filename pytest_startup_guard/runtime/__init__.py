@@ -1,0 +1,12 @@
+"""The child runtime: what runs inside every Python process of a test, and its controller.
+
+Owns the ``.pth`` boot hook (``boot``), the child side (``child``: audit hook, start barrier,
+stack dumps, access events), the controller in the test process (``controller``), their wire
+protocol (``protocol``), the flag that hides the plugin's own file operations
+(``observation``) and the ``startup-guard-probe`` console script (``probe``).
+
+Children import ``boot``, ``child``, ``observation`` and ``protocol`` at interpreter start, so
+those load built-in modules only; keep this file free of imports.
+
+May import: nothing else of the plugin (the root's ``errors`` only).
+"""

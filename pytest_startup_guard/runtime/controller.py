@@ -1,0 +1,530 @@
+"""The test side of the child runtime: one controller per test.
+
+It creates the plan (a Unix socket in a short private temp folder), hands out the environment
+children need, receives their hellos and access events, answers synchronous triggers by calling
+the registered listeners before it replies, holds fleet members at the start barrier and
+releases them together, asks live processes for their stacks, and at the end tells which
+processes reported in. Every wait has a deadline: it never blocks pytest forever.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_startup_guard.runtime import child as childruntime
+from pytest_startup_guard.runtime.protocol import (
+    MEMBER_ENV,
+    PLAN_ENV,
+    PROTOCOL_VERSION,
+    FrameReader,
+    decode,
+    encode,
+    encode_plan,
+)
+
+_OK = encode({"ok": 1})
+
+TEST_PROCESS = "test"  # the member label of accesses made by the test process itself
+
+
+@dataclass
+class ProcessRecord:
+    """A process that said hello: who it is and when things happened (monotonic seconds)."""
+
+    pid: int
+    ppid: int
+    member: str | None
+    ancestry: list[int]
+    argv: list[str]
+    hello_t: float
+    forked: bool = False
+    dump_path: str | None = None
+    held: bool = False
+    released_t: float | None = None
+    gone_t: float | None = None  # its connection closed: it exited or exec'd
+
+    @property
+    def member_index(self) -> int | None:
+        if self.member is None or ":" not in self.member:
+            return None
+        return int(self.member.rsplit(":", 1)[1])
+
+
+@dataclass(frozen=True)
+class AccessEvent:
+    """One open, listdir or scandir under a watched folder, reported before it happened."""
+
+    pid: int
+    member: str | None  # "<group>:<index>", TEST_PROCESS, or None for unrelated processes
+    op: str  # "open", "os.listdir", "os.scandir"
+    path: str
+    t: float  # time.monotonic() in the accessing process (one clock for the machine)
+    tid: int
+
+
+AccessListener = Callable[[AccessEvent], None]
+ReleaseListener = Callable[[float], None]
+GoneListener = Callable[[int], None]
+
+
+@dataclass
+class _Connection:
+    sock: socket.socket
+    reader: FrameReader
+    pid: int | None = None
+
+
+@dataclass
+class BarrierGroup:
+    """Fleet members that wait at boot until ``release`` lets them all go at once.
+
+    Each held member blocks reading one byte from the group's FIFO; ``release`` writes one byte
+    per held member in a single write, which wakes them all together (FACTS.md: 0.5 ms spread
+    for 8 children, against one socket message each, where every woken child delays the rest).
+    """
+
+    controller: RuntimeController
+    name: str
+    size: int
+    fifo: str
+    arrived: dict[int, int] = field(default_factory=dict)  # member index -> pid
+    held: int = 0
+    released_t: float | None = None
+    _descriptor: int | None = None
+
+    def open(self) -> None:
+        os.mkfifo(self.fifo)
+        self._descriptor = os.open(self.fifo, os.O_RDWR | os.O_NONBLOCK)
+
+    def close(self) -> None:
+        if self._descriptor is not None:
+            os.close(self._descriptor)
+            self._descriptor = None
+
+    def member_env(self, index: int) -> dict[str, str]:
+        return {MEMBER_ENV: f"{self.name}:{index}"}
+
+    def wait_for_arrivals(
+        self, deadline: float, still_coming: Callable[[int], bool] | None = None
+    ) -> list[int]:
+        """Wait until every member arrived, every missing one is no longer coming
+        (``still_coming(index)`` is False: it exited, or is not Python), or the deadline passed.
+        Returns the indexes that did not arrive."""
+        with self.controller._arrival:
+            while True:
+                missing = [i for i in range(self.size) if i not in self.arrived]
+                coming = [i for i in missing if still_coming is None or still_coming(i)]
+                remaining = deadline - time.monotonic()
+                if not coming or remaining <= 0:
+                    return missing
+                # Woken by each hello; the time-out only re-asks still_coming (process exits).
+                self.controller._arrival.wait(min(remaining, 0.05))
+
+    def release(self) -> float:
+        """Let every held member go; later arrivals pass straight through."""
+        with self.controller._lock:
+            if self.released_t is not None:
+                return self.released_t
+            self.released_t = time.monotonic()
+            if self.held and self._descriptor is not None:
+                os.write(self._descriptor, b"x" * self.held)
+            self.controller._released(self.released_t)
+            return self.released_t
+
+
+class RuntimeController:
+    """Serves the plan of one test. Use as a context manager, or call ``start``/``close``."""
+
+    def __init__(self, *, reply_timeout: float = 30.0, barrier_timeout: float = 30.0) -> None:
+        self.reply_timeout = reply_timeout
+        self.barrier_timeout = barrier_timeout
+        self.processes: dict[int, ProcessRecord] = {}
+        self.history: list[ProcessRecord] = []  # every hello, also of pids seen twice (exec)
+        self.accesses: list[AccessEvent] = []
+        self.errors: list[str] = []
+        self._listeners: list[AccessListener] = []
+        self._release_listeners: list[ReleaseListener] = []
+        self._gone_listeners: list[GoneListener] = []
+        self._watched: list[str] = []
+        self._groups: dict[str, BarrierGroup] = {}
+        self._lock = threading.RLock()
+        self._arrival = threading.Condition(self._lock)
+        self._folder: Path | None = None
+        self._server: socket.socket | None = None
+        self._selector: selectors.BaseSelector | None = None
+        self._wakeup: tuple[socket.socket, socket.socket] | None = None
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._in_process = False
+        self._group_counter = 0
+        self._expected: dict[int, str] = {}
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self) -> RuntimeController:
+        # AF_UNIX paths are short (104-108 bytes): a private folder straight in the temp dir.
+        base = tempfile.gettempdir()
+        if len(base) > 60:
+            base = "/tmp"
+        self._folder = Path(tempfile.mkdtemp(prefix="sg-", dir=base))
+        (self._folder / "dumps").mkdir()
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(self._folder / "ctl.sock"))
+        self._server.listen(128)
+        self._server.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._server, selectors.EVENT_READ, None)
+        self._wakeup = socket.socketpair()
+        self._wakeup[0].setblocking(False)
+        self._selector.register(self._wakeup[0], selectors.EVENT_READ, "wakeup")
+        self._thread = threading.Thread(
+            target=self._serve, name="startup-guard-controller", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __enter__(self) -> RuntimeController:
+        return self.start() if self._thread is None else self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving (children carry on unobserved) and remove the plan's folder."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._in_process:
+            childruntime.deactivate_in_process()
+            self._in_process = False
+        if self._wakeup is not None:
+            try:
+                self._wakeup[1].send(b"x")
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        if self._selector is not None:
+            for key in list(self._selector.get_map().values()):
+                try:
+                    key.fileobj.close()  # type: ignore[union-attr]
+                except OSError:
+                    pass
+            self._selector.close()
+        if self._wakeup is not None:
+            self._wakeup[1].close()
+        for group in self._groups.values():
+            group.close()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+    @property
+    def folder(self) -> Path:
+        assert self._folder is not None, "controller not started"
+        return self._folder
+
+    # -- the plan --------------------------------------------------------------------------
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a child needs in its environment to run the child runtime under this plan."""
+        plan = {
+            "v": PROTOCOL_VERSION,
+            "socket": str(self.folder / "ctl.sock"),
+            "dumps": str(self.folder / "dumps"),
+            "reply_timeout": self.reply_timeout,
+            "barrier_timeout": self.barrier_timeout,
+        }
+        return {PLAN_ENV: encode_plan(plan)}
+
+    def watch(self, folder: str | os.PathLike[str]) -> None:
+        """Report accesses under ``folder`` (as given and resolved) from now on."""
+        given = os.path.abspath(folder)
+        with self._lock:
+            for path in {given, os.path.realpath(given)}:
+                prefix = path.rstrip(os.sep) + os.sep
+                if prefix not in self._watched:
+                    self._watched.append(prefix)
+            if self._in_process:
+                childruntime.activate_in_process(tuple(self._watched), self._local_access)
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        return tuple(self._watched)
+
+    def add_listener(self, listener: AccessListener) -> None:
+        """``listener(event)`` runs before every watched access is allowed to proceed."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: AccessListener) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def add_release_listener(self, listener: ReleaseListener) -> None:
+        """``listener(t)`` runs when a barrier group is released (t: monotonic seconds)."""
+        with self._lock:
+            self._release_listeners.append(listener)
+
+    def add_gone_listener(self, listener: GoneListener) -> None:
+        """``listener(pid)`` runs when a process's connection closes (it exited or exec'd)."""
+        with self._lock:
+            self._gone_listeners.append(listener)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while listeners run: take it to read or change what they share."""
+        return self._lock
+
+    def _released(self, t: float) -> None:
+        for listener in list(self._release_listeners):
+            self._call(listener, t)
+
+    def _call(self, listener: Callable[[Any], None], argument: Any) -> None:
+        try:
+            listener(argument)
+        except Exception as error:
+            self.errors.append(
+                f"{getattr(listener, '__qualname__', listener)!s} failed:"
+                f" {type(error).__name__}: {error}"
+            )
+
+    def watch_test_process(self) -> None:
+        """Also watch the test process's own accesses (for in-process start-ups)."""
+        with self._lock:
+            self._in_process = True
+            childruntime.activate_in_process(tuple(self._watched), self._local_access)
+
+    def barrier(self, size: int, name: str | None = None) -> BarrierGroup:
+        with self._lock:
+            self._group_counter += 1
+            name = name or f"fleet{self._group_counter}"
+            group = BarrierGroup(self, name, size, str(self.folder / f"barrier-{name}"))
+            group.open()
+            self._groups[group.name] = group
+            return group
+
+    # -- what happened ---------------------------------------------------------------------
+
+    def expect(self, pid: int, label: str) -> None:
+        """Say that ``pid`` runs Python with this plan: ``unreached_expected`` reports it if it
+        never says hello (its interpreter lacks the plugin, or runs with ``-S``)."""
+        with self._lock:
+            self._expected[pid] = label
+
+    def unreached_expected(self) -> list[str]:
+        """``plan never reached pid N (label)`` for every expected process that never reported."""
+        with self._lock:
+            return [
+                f"plan never reached pid {pid} ({label})"
+                for pid, label in self._expected.items()
+                if pid not in self.processes
+            ]
+
+    def reached(self, pid: int) -> bool:
+        with self._lock:
+            return pid in self.processes
+
+    def unreached(self, pids: Iterable[int]) -> list[int]:
+        with self._lock:
+            return [pid for pid in pids if pid not in self.processes]
+
+    def members_reached(self, group: str) -> set[int]:
+        """Indexes of ``group`` members for which at least one Python process reported in."""
+        with self._lock:
+            return {
+                record.member_index
+                for record in self.history
+                if record.member is not None
+                and record.member.rsplit(":", 1)[0] == group
+                and record.member_index is not None
+            }
+
+    def accesses_of(self, pid: int) -> list[AccessEvent]:
+        with self._lock:
+            return [event for event in self.accesses if event.pid == pid]
+
+    def dump_stacks(self, pid: int, timeout: float = 3.0) -> str | None:
+        """The Python stacks of every thread of a live process that registered its dump."""
+        with self._lock:
+            record = self.processes.get(pid)
+        if record is None or record.dump_path is None:
+            return None
+        path = Path(record.dump_path)
+        before = path.stat().st_size if path.exists() else 0
+        try:
+            os.kill(pid, childruntime.DUMP_SIGNAL)
+        except OSError:
+            return None
+        deadline = time.monotonic() + timeout
+        last_size = -1
+        while time.monotonic() < deadline:
+            size = path.stat().st_size if path.exists() else 0
+            if size > before and size == last_size:
+                break  # written, and no longer growing
+            last_size = size
+            time.sleep(0.02)
+        try:
+            with open(path, errors="replace") as dump:
+                dump.seek(before)
+                text = dump.read()
+        except OSError:
+            return None
+        return text or None
+
+    # -- serving ---------------------------------------------------------------------------
+
+    def _hello_reply(self, barrier: BarrierGroup | None) -> bytes:
+        reply: dict[str, Any] = {"ok": 1, "watch": list(self._watched)}
+        if barrier is not None:
+            reply["barrier"] = barrier.fifo
+        return encode(reply)
+
+    def _serve(self) -> None:
+        assert self._selector is not None and self._server is not None
+        while not self._closing:
+            try:
+                ready = self._selector.select(timeout=1.0)
+            except OSError:
+                return
+            for key, _mask in ready:
+                if key.data == "wakeup":
+                    return
+                if key.data is None:
+                    self._accept()
+                else:
+                    self._read(key.data)
+
+    def _accept(self) -> None:
+        assert self._server is not None and self._selector is not None
+        while True:
+            try:
+                sock, _ = self._server.accept()
+            except (BlockingIOError, OSError):
+                return
+            sock.setblocking(True)
+            sock.settimeout(5.0)  # replies are tiny; a child that stops reading is dropped
+            connection = _Connection(sock, FrameReader())
+            self._selector.register(sock, selectors.EVENT_READ, connection)
+
+    def _read(self, connection: _Connection) -> None:
+        try:
+            chunk = connection.sock.recv(65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._drop(connection)
+            return
+        for payload in connection.reader.feed(chunk):
+            try:
+                self._handle(connection, decode(payload))
+            except Exception as error:  # a bad message must not stop the controller
+                self.errors.append(f"controller: {type(error).__name__}: {error}")
+
+    def _drop(self, connection: _Connection) -> None:
+        assert self._selector is not None
+        try:
+            self._selector.unregister(connection.sock)
+        except (KeyError, ValueError):
+            pass
+        connection.sock.close()
+        if connection.pid is not None:
+            with self._lock:
+                record = self.processes.get(connection.pid)
+                if record is not None and record.gone_t is None:
+                    record.gone_t = time.monotonic()
+                for listener in list(self._gone_listeners):
+                    self._call(listener, connection.pid)
+
+    def _handle(self, connection: _Connection, message: dict[str, Any]) -> None:
+        op = message.get("op")
+        if op == "hello":
+            self._hello(connection, message)
+        elif op == "access":
+            event = AccessEvent(
+                pid=int(message["pid"]),
+                member=self._member_of(int(message["pid"])),
+                op=str(message["ev"]),
+                path=str(message["path"]),
+                t=float(message["t"]),
+                tid=int(message.get("tid", 0)),
+            )
+            self._dispatch(event)
+            connection.sock.sendall(_OK)
+        elif op == "released":  # a notice: no reply
+            with self._lock:
+                if connection.pid in self.processes:
+                    self.processes[connection.pid].released_t = float(message["t"])
+        else:
+            raise ValueError(f"unknown message {op!r}")
+
+    def _hello(self, connection: _Connection, message: dict[str, Any]) -> None:
+        pid = int(message["pid"])
+        member = message.get("member")
+        record = ProcessRecord(
+            pid=pid,
+            ppid=int(message.get("ppid", 0)),
+            member=member,
+            ancestry=[int(p) for p in message.get("ancestry", [])],
+            argv=[str(a) for a in message.get("argv", [])],
+            hello_t=float(message.get("t", time.monotonic())),
+            forked=bool(message.get("forked")),
+            dump_path=message.get("dump"),
+        )
+        connection.pid = pid
+        barrier = None
+        with self._lock:
+            self.processes[pid] = record
+            self.history.append(record)
+            if member and not record.forked and ":" in member:
+                group = self._groups.get(member.rsplit(":", 1)[0])
+                index = record.member_index
+                if group is not None and index is not None:
+                    group.arrived.setdefault(index, pid)
+                    self._arrival.notify_all()
+                    if group.released_t is None:
+                        group.held += 1
+                        record.held = True
+                        barrier = group
+            reply = self._hello_reply(barrier)
+        connection.sock.sendall(reply)
+
+    def _member_of(self, pid: int) -> str | None:
+        with self._lock:
+            record = self.processes.get(pid)
+            return record.member if record is not None else None
+
+    def _dispatch(self, event: AccessEvent) -> None:
+        with self._lock:
+            self.accesses.append(event)
+            for listener in list(self._listeners):
+                try:
+                    listener(event)
+                except Exception as error:
+                    self.errors.append(
+                        f"listener {getattr(listener, '__qualname__', listener)!s} failed on"
+                        f" {event.op} {event.path}: {type(error).__name__}: {error}"
+                    )
+
+    def _local_access(self, op: str, path: str) -> None:
+        self._dispatch(
+            AccessEvent(
+                pid=os.getpid(),
+                member=TEST_PROCESS,
+                op=op,
+                path=path,
+                t=time.monotonic(),
+                tid=threading.get_ident(),
+            )
+        )

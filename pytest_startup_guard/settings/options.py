@@ -1,0 +1,250 @@
+"""Every setting of the plugin, defined once, and the one function that resolves precedence.
+
+Precedence (DESIGN.md): command line > environment > per-target ini key
+(``startup_guard_X_<target>``) > general ini key (``startup_guard_X``) > default.
+A bad value raises ``pytest.UsageError`` naming the value, where it came from, and what is
+accepted: ``invalid startup_guard_timeout '-1' in pyproject.toml: expected ...``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from pytest_startup_guard.targets.detection import TARGETS
+
+TARGET_CHOICES = ("auto", *TARGETS)
+
+_TRUE_WORDS = ("1", "true", "yes", "on")
+_FALSE_WORDS = ("0", "false", "no", "off", "")
+
+
+def parse_target(text: str) -> str:
+    value = text.strip().lower()
+    if value not in TARGET_CHOICES:
+        raise ValueError(f"expected one of {', '.join(TARGET_CHOICES)}")
+    return value
+
+
+def parse_seed(text: str) -> int:
+    try:
+        value = int(text.strip(), 0)
+    except ValueError:
+        raise ValueError("expected a whole number from 0 to 2**32-1") from None
+    if not 0 <= value < 2**32:
+        raise ValueError("expected a whole number from 0 to 2**32-1")
+    return value
+
+
+def parse_seconds(text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError("expected a positive number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError("expected a positive number of seconds")
+    return value
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in _TRUE_WORDS:
+        return True
+    if value in _FALSE_WORDS:
+        return False
+    raise ValueError("expected true or false (also 1/0, yes/no, on/off)")
+
+
+def parse_path(text: str) -> str:
+    value = text.strip()
+    if not value:
+        raise ValueError("expected a path")
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its flag, ini key(s), environment variable, parser and default."""
+
+    name: str  # "timeout" -> --startup-guard-timeout, startup_guard_timeout, STARTUP_GUARD_TIMEOUT
+    help: str
+    parse: Callable[[str], Any]
+    default: Any
+    metavar: str | None = None  # None: a boolean flag
+    has_flag: bool = True
+    has_env: bool = True
+    per_target: bool = True
+
+    @property
+    def flag(self) -> str:
+        return (
+            "--startup-target"
+            if self.name == "target"
+            else f"--startup-guard-{self.name.replace('_', '-')}"
+        )
+
+    @property
+    def dest(self) -> str:
+        return f"startup_guard_{self.name}"
+
+    @property
+    def ini(self) -> str:
+        return f"startup_guard_{self.name}"
+
+    @property
+    def env(self) -> str:
+        return f"STARTUP_GUARD_{self.name.upper()}"
+
+    def target_ini(self, target: str) -> str:
+        return f"{self.ini}_{target}"
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "target",
+        "the runner's accelerator: auto (detect), cpu, cuda or rocm; marked tests run only"
+        " where the target is among their marks",
+        parse_target,
+        "auto",
+        metavar="{auto,cpu,cuda,rocm}",
+        per_target=False,
+    ),
+    Option(
+        "seed",
+        "run seed for races and chaos (default: drawn at random and printed)",
+        parse_seed,
+        None,
+        metavar="N",
+    ),
+    Option(
+        "timeout",
+        "readiness time-out of a server fleet, in seconds (default 60)",
+        parse_seconds,
+        60.0,
+        metavar="SECONDS",
+    ),
+    Option(
+        "report",
+        "write the JSON report of start-up tests to PATH",
+        parse_path,
+        None,
+        metavar="PATH",
+    ),
+    Option(
+        "artifacts",
+        "keep outputs, stacks, timelines and cache listings of failed start-up tests in DIR",
+        parse_path,
+        None,
+        metavar="DIR",
+    ),
+    Option(
+        "strict_reruns",
+        "fail the run when a start-up test passed only on a rerun",
+        parse_bool,
+        False,
+    ),
+    Option(
+        "allow_reruns",
+        "let pytest-rerunfailures rerun start-up tests (default false: a rerun hides a race)",
+        parse_bool,
+        False,
+        has_flag=False,
+        has_env=False,
+    ),
+)
+OPTIONS_BY_NAME: Mapping[str, Option] = {option.name: option for option in OPTIONS}
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Any
+    source: str  # "--startup-guard-timeout", "STARTUP_GUARD_TIMEOUT", "startup_guard_timeout in tox.ini", "default"
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("startup-guard", "start-up races (pytest-startup-guard)")
+    for option in OPTIONS:
+        if option.has_flag:
+            if option.metavar is None:
+                group.addoption(
+                    option.flag,
+                    action="store_true",
+                    default=None,
+                    dest=option.dest,
+                    help=option.help,
+                )
+            else:
+                group.addoption(
+                    option.flag,
+                    action="store",
+                    default=None,
+                    dest=option.dest,
+                    metavar=option.metavar,
+                    help=option.help,
+                )
+        parser.addini(
+            option.ini, option.help + (f" (env {option.env})" if option.has_env else ""), default=""
+        )
+        if option.per_target:
+            for target in TARGETS:
+                parser.addini(
+                    option.target_ini(target),
+                    f"startup_guard_{option.name} on {target} runners only",
+                    default="",
+                )
+
+
+def _ini_source(config: pytest.Config, key: str) -> str:
+    for override in config.option.override_ini or ():
+        if override.split("=", 1)[0].strip() == key:
+            return f"{key} in -o {override}"
+    where = config.inipath.name if config.inipath is not None else "the ini file"
+    return f"{key} in {where}"
+
+
+def _parsed(option: Option, raw: str, source: str) -> Setting:
+    try:
+        return Setting(option.parse(raw), source)
+    except ValueError as error:
+        raise pytest.UsageError(f"invalid {_name_and_place(source, raw)}: {error}") from None
+
+
+def _name_and_place(source: str, raw: str) -> str:
+    """``startup_guard_timeout '-1' in tox.ini`` / ``STARTUP_GUARD_TIMEOUT '-1' (environment)``."""
+    name, _, place = source.partition(" in ")
+    if place:
+        return f"{name} {raw!r} in {place}"
+    if name.startswith("STARTUP_GUARD_"):
+        return f"{name} {raw!r} (environment variable)"
+    return f"{name} {raw!r} (command line)"
+
+
+def resolve(
+    config: pytest.Config,
+    name: str,
+    target: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Setting:
+    """The value of setting ``name`` and where it came from, by the precedence above."""
+    option = OPTIONS_BY_NAME[name]
+    environ = os.environ if environ is None else environ
+    if option.has_flag:
+        cli = getattr(config.option, option.dest, None)
+        if cli is True and option.metavar is None:
+            return Setting(True, option.flag)
+        if isinstance(cli, str):
+            return _parsed(option, cli, option.flag)
+    if option.has_env and environ.get(option.env, "") != "":
+        return _parsed(option, environ[option.env], option.env)
+    keys = [option.target_ini(target)] if option.per_target and target in TARGETS else []
+    keys.append(option.ini)
+    for key in keys:
+        raw = config.getini(key)
+        if isinstance(raw, str) and raw.strip() != "":
+            return _parsed(option, raw, _ini_source(config, key))
+    return Setting(option.default, "default")

@@ -1,0 +1,7 @@
+"""Verdicts: a transient race must be survived and really hit; a corruption must fail closed.
+
+Owns the ``startup_races`` matrix and ``StartupCase`` (``cases``) and the in-process
+``assert_survives`` / ``assert_fails_closed`` (``in_process``).
+
+May import: runtime, cache, races, fleet.
+"""
