@@ -84,14 +84,19 @@ class Race:
 
 class PointerSwap(Race):
     """huggingface_hub's ``_create_symlink`` on an existing pointer: ``os.remove(dst)``, then
-    ``os.symlink(relative_src, dst)`` — the pointer is absent in between. Before huggingface_hub
-    0.32 (and 0.25) live pointers were re-created on every download; today it can still happen
-    where the blob lock does not hold (the soft-lock fallback, NFS)."""
+    ``os.symlink(relative_src, dst)`` — the pointer is absent in between. huggingface_hub: open
+    up to 0.31.4; closed from 0.32.0 (docs/hub-versions.md). Up to 0.24.6 a ``force_download``
+    re-created the live pointer after the download; up to 0.31.4 the blob-present path created
+    pointers outside the blob lock, so a second process creating the same pointer removed the
+    first one's. From 0.32.0 it is called only under the blob's lock and only when the pointer
+    is missing: a live pointer is swapped only where that lock does not exclude other
+    processes, while two of them create the same missing pointer."""
 
     name = "pointer_swap"
     models = (
         "huggingface_hub _create_symlink re-creating a live pointer (remove, then symlink):"
-        " every download before 0.32; soft-lock fallback or NFS today"
+        " open up to 0.31.4; closed from 0.32.0 (force_download up to 0.24.6, concurrent"
+        " creation outside the blob lock up to 0.31.4)"
     )
 
     def open(self, target: RaceTarget) -> None:
@@ -108,12 +113,21 @@ class PointerSwap(Race):
 
 
 class RefRewrite(Race):
-    """``snapshot_download`` before huggingface_hub 1.31: ``open(refs/<revision>, "w")`` then
-    ``write(commit)`` on every call — a reader in between sees an empty ref, so the revision
-    resolves to ``""`` and ``try_to_load_from_cache`` returns None. 1.31 made it atomic."""
+    """``refs/<revision>`` truncated, then written: a reader in between sees an empty ref, so the
+    revision resolves to ``""`` and ``try_to_load_from_cache`` returns None. huggingface_hub:
+    open up to 1.30.0; closed from 1.31.0 (docs/hub-versions.md). ``snapshot_download`` did
+    ``open(ref, "w")`` then ``write(commit)`` on every call (even with the same commit) up to
+    1.30.0 and uses the atomic helper from 1.31.0. ``hf_hub_download``'s
+    ``_cache_commit_hash_for_specific_revision`` rewrote the ref in place on every call up to
+    0.11.1, only when it was missing or named another commit (a refresh) from 0.12.0, and
+    writes a temporary file moved with ``os.replace`` from 1.18.0."""
 
     name = "ref_rewrite"
-    models = "snapshot_download before huggingface_hub 1.31: truncate refs/<revision>, then write"
+    models = (
+        "refs/<revision> truncated, then written: snapshot_download on every call up to 1.30.0;"
+        " hf_hub_download on every call up to 0.11.1, on a refresh up to 1.17.0;"
+        " open up to 1.30.0; closed from 1.31.0"
+    )
 
     def open(self, target: RaceTarget) -> None:
         break_hard_link(target.ref)
@@ -130,10 +144,15 @@ class RefRewrite(Race):
 class BlobRewrite(Race):
     """A blob rewritten in place (truncate, then write), as a sync or copy tool (rsync
     --inplace, cp onto an existing file) does: readers see it empty, or short when
-    ``written`` > 0 (the share of the content already written when the window opens)."""
+    ``written`` > 0 (the share of the content already written when the window opens).
+    huggingface_hub itself never does: closed in every release from 0.8.1 to 2.4.0 (it writes a
+    temporary or ``.incomplete`` file and moves it into place; docs/hub-versions.md)."""
 
     name = "blob_rewrite"
-    models = "a sync or copy tool rewriting a blob in place: truncate, then write"
+    models = (
+        "a sync or copy tool rewriting a blob in place: truncate, then write (huggingface_hub:"
+        " closed in every release from 0.8.1 to 2.4.0)"
+    )
 
     def __init__(self, written: float = 0.0) -> None:
         if not 0.0 <= written < 1.0:
@@ -166,14 +185,18 @@ class BlobRewrite(Race):
 
 
 class DanglingPointer(Race):
-    """The pointer is there but its blob is not — a cache cleaner removed it (``huggingface-cli
-    delete-cache``, a tmp reaper), or a shared file system shows the link before the blob —
-    then the blob returns the way huggingface_hub writes one: ``blobs/<etag>.<hex>.incomplete``
-    moved into place."""
+    """The pointer is there but its blob is not — a third-party cleaner removed it (a tmp
+    reaper, ``find blobs -atime -delete``), or a shared file system shows the link before the
+    blob — then the blob returns the way huggingface_hub writes one:
+    ``blobs/<etag>.<hex>.incomplete`` moved into place. huggingface_hub's own deletion
+    (``delete_revisions().execute()``, ``huggingface-cli delete-cache``) removes snapshots
+    before blobs: closed in every release from 0.8.1 to 2.4.0 (docs/hub-versions.md)."""
 
     name = "dangling_pointer"
     models = (
-        "a cache cleaner deleting a blob, then a download putting it back (.incomplete + rename)"
+        "a third-party cache cleaner deleting a blob, then a download putting it back"
+        " (.incomplete + rename); huggingface_hub delete-cache: closed in every release from"
+        " 0.8.1 to 2.4.0 (snapshots go before blobs)"
     )
 
     def open(self, target: RaceTarget) -> None:
@@ -195,12 +218,16 @@ class DanglingPointer(Race):
 
 class LockHeld(Race):
     """Another process holds the blob's ``.locks/<repo>/<etag>.lock`` with ``filelock``, as
-    huggingface_hub's ``WeakFileLock`` does while it downloads that blob. Readers of the cache
-    take no lock, so only code that takes this lock can hit it (a download, a writer): this race
-    is not part of ``transient="all"``."""
+    huggingface_hub does while it downloads that blob: closed up to 0.18.0 (it locked
+    ``blobs/<etag>.lock``); open from 0.19.0 (``FileLock``, ``WeakFileLock`` from 0.22.0;
+    docs/hub-versions.md). Readers of the cache take no lock, so only code that takes this lock
+    can hit it (a download, a writer): this race is not part of ``transient="all"``."""
 
     name = "lock_held"
-    models = "huggingface_hub WeakFileLock held on .locks/<repo>/<etag>.lock during a download"
+    models = (
+        "huggingface_hub's download lock held on .locks/<repo>/<etag>.lock:"
+        " closed up to 0.18.0; open from 0.19.0 (WeakFileLock from 0.22.0)"
+    )
     in_all = False
 
     def watched(self, target: RaceTarget) -> tuple[Path, ...]:
