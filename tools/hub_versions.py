@@ -231,6 +231,18 @@ def _no(path: str, what: str) -> Cell:
     return Cell(CLOSED, f"no {what}", (f"{path}: no {what}",))
 
 
+def _download_module(sources: Mapping[str, str]) -> tuple[Module, ast.FunctionDef] | Cell:
+    """``file_download`` and its cache-download function, or the closed cell saying which is
+    missing (a release without them cannot produce a download's window)."""
+    fd = modules_of(sources).get(FILE_DOWNLOAD)
+    if fd is None:
+        return _no(FILE_DOWNLOAD, "file_download module")
+    caller = _cache_download(fd)
+    if caller is None:
+        return _no(fd.path, "cache download")
+    return fd, caller
+
+
 def rule_pointer_swap(sources: Mapping[str, str]) -> Cell:
     mods = modules_of(sources)
     fd = mods.get(FILE_DOWNLOAD)
@@ -353,13 +365,10 @@ _MOVES = ("_chmod_and_replace", "_chmod_and_move", "os.replace", "os.rename", "s
 
 
 def rule_blob_rewrite(sources: Mapping[str, str]) -> Cell:
-    mods = modules_of(sources)
-    fd = mods.get(FILE_DOWNLOAD)
-    if fd is None:
-        return _no(FILE_DOWNLOAD, "file_download module")
-    caller = _cache_download(fd)
-    if caller is None:
-        return _no(fd.path, "cache download")
+    found = _download_module(sources)
+    if isinstance(found, Cell):
+        return found
+    fd, caller = found
     fns = [caller]
     helper = fd.function("_download_to_tmp_and_move")
     if helper is not None:
@@ -411,13 +420,10 @@ def rule_dangling_pointer(sources: Mapping[str, str]) -> Cell:
 
 
 def rule_lock_held(sources: Mapping[str, str]) -> Cell:
-    mods = modules_of(sources)
-    fd = mods.get(FILE_DOWNLOAD)
-    if fd is None:
-        return _no(FILE_DOWNLOAD, "file_download module")
-    caller = _cache_download(fd)
-    if caller is None:
-        return _no(fd.path, "cache download")
+    found = _download_module(sources)
+    if isinstance(found, Cell):
+        return found
+    fd, caller = found
     assign = next(
         (
             node
