@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import re
 import shlex
@@ -26,6 +25,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from test_layout import may_import  # the one reader of the 'May import:' lines
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -430,14 +430,6 @@ def copy_examples_into(folder: Path) -> None:
 # -- CONTRIBUTING.md's table of the parts --------------------------------------------------------
 
 
-def may_import(package: Path) -> set[str]:
-    """The parts named on the ``May import:`` line of a sub-package's docstring."""
-    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
-    line = docstring.partition("May import:")[2].split("\n\n")[0]
-    assert line, f"{rel(package)}/__init__.py has no 'May import:' line"
-    return {word for word in re.findall(r"\w+", line) if (PACKAGE_DIR / word).is_dir()}
-
-
 def test_contributing_table_of_the_parts_matches_the_docstrings() -> None:
     text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `(\w+)/` \|[^|]*\|([^|]*)\|$", text, re.MULTILINE)
@@ -447,9 +439,9 @@ def test_contributing_table_of_the_parts_matches_the_docstrings() -> None:
         f"CONTRIBUTING.md lists {sorted(table)}; the package has {sorted(parts)}"
     )
     wrong = {
-        part: (sorted(table[part]), sorted(may_import(PACKAGE_DIR / part)))
+        part: (sorted(table[part]), sorted(may_import(part)))
         for part in parts
-        if table[part] != may_import(PACKAGE_DIR / part)
+        if table[part] != may_import(part)
     }
     assert not wrong, (
         f"CONTRIBUTING.md's 'may import' differs from the docstrings (table, docstring): {wrong}"

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from test_child_runtime import HELPERS
 
 import pytest_startup_guard
 
@@ -23,32 +24,17 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = Path(pytest_startup_guard.__file__).resolve().parent
 BOOT_LINE = (PACKAGE_DIR / "startup_guard_boot.pth").read_text().strip()
 
-USERS_TEST = textwrap.dedent(
+# The child runtime suite's own helpers (the ``toggled`` fixture, PROBE), and one user's test.
+USERS_TEST = HELPERS + textwrap.dedent(
     """
-    import json, os, subprocess, sys, time
-    from pathlib import Path
 
     import pytest_startup_guard
 
-    def test_plugin_and_child_runtime_come_from_the_install(hub_cache, child_runtime, tmp_path):
+    def test_plugin_and_child_runtime_come_from_the_install(toggled, child_runtime, tmp_path):
         assert Path(pytest_startup_guard.__file__).resolve().parent == Path(os.environ["EXPECTED_PACKAGE"])
-        repo = hub_cache.add_model("acme/tiny", {"config.json": {"model_type": "gpt2"}})
-        restore = repo.path / "RESTORE"
-        restore.write_text("x")
-        pointer = repo.pointer("config.json")
-        target = os.readlink(pointer)
-
-        def listener(event):
-            if event.op == "open" and event.path == str(repo.ref()):
-                os.remove(pointer)
-            elif event.op == "open" and event.path == str(restore):
-                os.symlink(target, pointer)
-
-        child_runtime.watch(hub_cache.hub_dir)
-        child_runtime.add_listener(listener)
+        repo, pointer, restore = toggled
         out = tmp_path / "seen.json"
-        probe = Path(sys.executable).parent / "startup-guard-probe"
-        command = [str(probe), "--loop", str(repo.ref()), str(pointer), str(restore), "3",
+        command = [PROBE, "--loop", str(repo.ref()), str(pointer), str(restore), "3",
                    "--via", "spawn", "--out", str(out)]
         subprocess.run(command, check=True, timeout=120)
         result = json.loads(out.read_text())
