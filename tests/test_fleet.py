@@ -450,7 +450,7 @@ def test_timeout_mark_only_where_the_user_set_none(fleet_pytester: pytest.Pytest
         import pytest
 
         def test_default(server_fleet, request):
-            assert request.node.get_closest_marker("timeout").args == (2 * 60 + 30,)
+            assert request.node.get_closest_marker("timeout").args == (2 * 60 * 4 + 30,)
             server_fleet.launch
             if False:
                 server_fleet.launch([], ready=None)

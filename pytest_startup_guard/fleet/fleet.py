@@ -32,11 +32,13 @@ from pytest_startup_guard.fleet.process_tree import ByPid, Child, Target, end_tr
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
 from pytest_startup_guard.races.armed import ArmedRace, Hit
 from pytest_startup_guard.runtime.controller import BarrierGroup, RuntimeController
+from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 
 _PLACEHOLDER = re.compile(r"\{(\w*)\}")
 PLACEHOLDERS = ("port", "index", "count")
 TAIL_LINES = 15
 POLL_SECONDS = 0.01  # how often a member's exit and probe are looked at
+WAIT_SAMPLE_EVERY = 5  # polls between two reads of a member's CPU wait (it is gone once reaped)
 
 
 def fill_placeholders(argv: Sequence[str], values: Mapping[str, object]) -> list[str]:
@@ -107,12 +109,14 @@ class Server:
     port: int | None
     command: list[str]
     output_path: Path
-    state: str = "starting"  # starting, ready, rejected, exited, hung, stopped
+    state: str = "starting"  # starting, ready, rejected, exited, hung, undecided, stopped
     ready: bool = False
     seconds_to_ready: float | None = None
     returncode: int | None = None
     seconds_to_exit: float | None = None
     reason: str = ""
+    seconds_waiting: float = 0.0  # waiting for a CPU, from the release to its state's decision
+    seconds_to_timeout: float | None = None  # when it was found hung or undecided (wall)
     stacks: dict[int, str] = field(default_factory=dict)
     member: str = ""
     _hits: Callable[[], list[Hit]] = field(default=lambda: [], repr=False)
@@ -123,6 +127,13 @@ class Server:
             return self.output_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    @property
+    def own_seconds_to_exit(self) -> float | None:
+        """Seconds from the release to its exit in which it could run (waits for a CPU left out)."""
+        if self.seconds_to_exit is None:
+            return None
+        return max(0.0, self.seconds_to_exit - self.seconds_waiting)
 
     @property
     def hits(self) -> list[Hit]:
@@ -146,9 +157,17 @@ class Server:
             status = f"came up WRONG: {self.reason}"
         elif self.state == "hung":
             status = f"HUNG: not ready and still running at the time-out ({self.reason})"
+        elif self.state == "undecided":
+            status = f"UNDECIDED: the machine was too slow to decide ({self.reason})"
         else:
             status = self.state
-        if self.returncode is not None and self.state in ("ready", "rejected", "hung", "stopped"):
+        if self.returncode is not None and self.state in (
+            "ready",
+            "rejected",
+            "hung",
+            "undecided",
+            "stopped",
+        ):
             status += f"; exit code {self.returncode}"
         return status
 
@@ -536,7 +555,7 @@ class ServerFleet:
         for thread in threads:
             thread.join()
         for running in fleet._running:
-            if running.server.state == "hung":
+            if running.server.state in ("hung", "undecided"):
                 for pid in sorted(fleet.members_pids(running.server)):
                     stack = self.controller.dump_stacks(pid)
                     if stack:
@@ -545,10 +564,23 @@ class ServerFleet:
     def _watch_member(
         self, running: _Running, probe: ready_module.Probe, released: float, deadline: float
     ) -> None:
+        """Watch one member until it is ready, rejected, exited, hung or undecided.
+
+        The time-out counts the member's own time (``runtime/own_time.py``): on a busy machine
+        the time it waits for a CPU is not held against it, so "hung" means what it means on a
+        quiet machine. Past ``MAX_STRETCH`` times the time-out in wall time, a member that has
+        still not had its time is "undecided": the machine was too slow to decide.
+        """
         server = running.server
         member = ready_module.Member(server.index, server.pid, server.port, server.output_path)
+        clock = OwnClock(server.pid, released)
+        timeout = deadline - released
         detail = ""
+        polls = 0
         while True:
+            if polls % WAIT_SAMPLE_EVERY == 0:
+                server.seconds_waiting = clock.waited()  # read while the process is there
+            polls += 1
             code = running.process.poll()
             now = time.monotonic()
             if code is not None:
@@ -570,20 +602,50 @@ class ServerFleet:
             now = time.monotonic()
             if verdict.ready:
                 server.state, server.ready, server.seconds_to_ready = "ready", True, now - released
+                server.seconds_waiting = clock.waited()
                 return
             if verdict.rejected:
                 server.state, server.reason = "rejected", verdict.detail
                 return
             detail = verdict.detail or detail
-            if now >= deadline:
-                server.state = "hung"
-                server.reason = f"{probe.describe()} not ready after {deadline - released:g} s" + (
-                    f": {detail}" if detail else ""
-                )
+            if now >= deadline and self._decided(server, clock, probe, now, timeout, detail):
                 return
             # A plain sleep: Popen.wait(timeout) polls waitpid from 0.5 ms up, and 32 members
             # doing that on 2 cores slow down the very servers being watched.
             time.sleep(POLL_SECONDS)
+
+    @staticmethod
+    def _decided(
+        server: Server,
+        clock: OwnClock,
+        probe: ready_module.Probe,
+        now: float,
+        timeout: float,
+        detail: str,
+    ) -> bool:
+        """Past the wall deadline: hung if it had its time, undecided if the machine never
+        gave it that time within ``MAX_STRETCH`` x the time-out, else keep watching."""
+        server.seconds_waiting = clock.waited()
+        wall = now - clock.started
+        server.seconds_to_timeout = wall
+        if clock.own(now) >= timeout:
+            server.state = "hung"
+            server.reason = (
+                f"{probe.describe()} not ready after {timeout:g} s"
+                + (f" ({clock.describe(now)})" if server.seconds_waiting >= 0.05 else "")
+                + (f": {detail}" if detail else "")
+            )
+            return True
+        if wall >= timeout * MAX_STRETCH:
+            server.state = "undecided"
+            server.reason = (
+                f"{probe.describe()} not ready, but in {wall:.1f} s ({MAX_STRETCH:g} x the"
+                f" {timeout:g} s time-out) it had only {clock.own(now):.1f} s of its own time:"
+                f" {server.seconds_waiting:.1f} s waiting for a CPU"
+            )
+            return True
+        server.seconds_to_timeout = None
+        return False
 
     def _exit_reason(self, server: Server, code: int) -> str:
         output = server.output

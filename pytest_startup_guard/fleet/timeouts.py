@@ -1,9 +1,11 @@
 """Layered time-outs: the fleet reports first, pytest-timeout is the safety net.
 
-Tests that launch fleets get ``@pytest.mark.timeout(readiness x launches + 30)`` where the user
-configured no time-out at all (marker, ``--timeout``, ``PYTEST_TIMEOUT`` or the ``timeout`` ini
+Tests that launch fleets get ``@pytest.mark.timeout(readiness x 4 x launches + 30)`` where the
+user configured no time-out at all (marker, ``--timeout``, ``PYTEST_TIMEOUT`` or the ``timeout`` ini
 key): the user's word wins. A user time-out shorter than the readiness time-out gets a warning,
 because pytest-timeout would then kill the test before the fleet could say what went wrong.
+The factor 4 is ``MAX_STRETCH``: on a busy machine a fleet may take that many times its readiness
+time-out in wall time before it calls a member hung or undecided (``runtime/own_time.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 from collections.abc import Callable
 
 import pytest
+
+from pytest_startup_guard.runtime.own_time import MAX_STRETCH
 
 MARGIN_SECONDS = 30.0
 FLEET_FIXTURES = ("server_fleet", "startup_case")
@@ -83,7 +87,9 @@ def apply_timeout_marks(
             user, where = configured
         else:
             launches = count_launches(getattr(item, "function", None))
-            item.add_marker(pytest.mark.timeout(readiness * launches + MARGIN_SECONDS))
+            item.add_marker(
+                pytest.mark.timeout(readiness * MAX_STRETCH * launches + MARGIN_SECONDS)
+            )
             continue
         if user is not None and 0 < user < readiness:
             warnings.append(

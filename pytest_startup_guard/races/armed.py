@@ -19,6 +19,7 @@ from pytest_startup_guard.races.catalog import Race, RaceTarget
 from pytest_startup_guard.races.triggers import After, Chaos, OnAccess, Trigger
 from pytest_startup_guard.runtime.controller import AccessEvent
 from pytest_startup_guard.runtime.observation import unobserved
+from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 
 
 @dataclass
@@ -49,10 +50,30 @@ class Hit:
 
 @dataclass
 class _Holder:
-    """What keeps a window open on behalf of one triggering process."""
+    """What keeps a window open on behalf of one triggering process.
 
-    until: float  # monotonic deadline
+    The hold counts the triggering process's own time (``runtime/own_time.py``): on a busy
+    machine, the time it waits for a CPU does not shorten the window it gets to meet the fault,
+    up to ``MAX_STRETCH`` x the hold in wall time.
+    """
+
+    until: float  # monotonic: the earliest the hold can be over (own time never runs ahead of wall)
+    hold: float = 0.0
+    clock: OwnClock | None = None  # None: a timer's window, in wall time
     accesses_left: int | None = None  # with on_access(accesses=N)
+
+    def over(self, now: float) -> bool:
+        """Whether the hold has passed; if not, ``until`` moves to the earliest it can."""
+        if now < self.until:
+            return False
+        if self.clock is None:
+            return True
+        wall = now - self.clock.started
+        own = self.clock.own(now)
+        if own >= self.hold or wall >= self.hold * MAX_STRETCH:
+            return True
+        self.until = min(now + (self.hold - own), self.clock.started + self.hold * MAX_STRETCH)
+        return False
 
 
 @dataclass
@@ -142,10 +163,10 @@ class ArmedRace:
             )
 
     def _hold(self, pid: int, member: str | None, now: float, trigger: OnAccess) -> None:
+        hold = trigger.max_hold if trigger.accesses is not None else trigger.hold
+        holder = _Holder(until=now + hold, hold=hold, clock=OwnClock(pid, now))
         if trigger.accesses is not None:
-            holder = _Holder(until=now + trigger.max_hold, accesses_left=trigger.accesses - 1)
-        else:
-            holder = _Holder(until=now + trigger.hold)
+            holder.accesses_left = trigger.accesses - 1
         self._holders[pid] = holder
         if not self.is_open:
             self.open(now, pid, member)
@@ -172,7 +193,7 @@ class ArmedRace:
         if due is not None and now >= due and isinstance(self.trigger, After):
             self._holders[0] = _Holder(until=now + self.trigger.hold)
             self.open(now, None, None)
-        for pid in [pid for pid, holder in self._holders.items() if now >= holder.until]:
+        for pid in [pid for pid, holder in self._holders.items() if holder.over(now)]:
             del self._holders[pid]
         if self.is_open and not self._holders and not isinstance(self.trigger, Chaos):
             self.close(now)

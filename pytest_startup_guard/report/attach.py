@@ -90,7 +90,6 @@ def _on_failure(
     """Put the timeline in the failure message; write the artifacts of the attempt's first
     failure."""
     from pytest_startup_guard.report.timeline import timeline_of
-    from pytest_startup_guard.settings.seeds import replay_command
 
     failure_text = report.longreprtext
     timeline = timeline_of(record, time.monotonic())
@@ -107,7 +106,7 @@ def _on_failure(
             report.when,
             record,
             failure=failure_text + captured,
-            replay=replay_command(session.run_seed, item.nodeid),
+            replay=session.replay(item.nodeid),
             timeline=timeline,
         )
         record.artifacts = str(folder)

@@ -209,6 +209,8 @@ def server_facts(record: StartupRecord, fleet: Fleet, server: Server) -> dict[st
         "seconds_to_ready": _rounded(server.seconds_to_ready),
         "returncode": server.returncode,
         "seconds_to_exit": _rounded(server.seconds_to_exit),
+        "seconds_to_timeout": _rounded(server.seconds_to_timeout),
+        "seconds_waiting": _rounded(server.seconds_waiting),
         "reason": server.reason,
         "hits": hits,
         "absorbed": bool(hits and server.ready),
@@ -259,6 +261,7 @@ def verdict_facts(case: StartupCase | None) -> dict[str, Any] | None:
         "target": case.target,
         "checked": judgement is not None,
         "passed": None if judgement is None else judgement.passed,
+        "undecided": judgement is not None and judgement.undecided,
         "expected": "survive" if case.kind == "transient" else "fail closed",
         "message": "" if judgement is None else judgement.message,
     }

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pytest_startup_guard.settings.session import GuardSession
 
 SCHEMA = "pytest-startup-guard-report"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 REPORT_ATTR = "startup_guard"  # the attribute carrying a test's part on its reports
 # At the package root, where users load it: importlib.resources.files("pytest_startup_guard").
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "report-schema.json"
@@ -259,12 +259,11 @@ class RunReport:
 
 def _test_document(entry: ReportedTest, session: GuardSession) -> dict[str, Any]:
     """One test of the JSON report: which, how it went, and what its last facts say."""
-    from pytest_startup_guard.settings.seeds import replay_command
 
     return {
         "nodeid": entry.nodeid,
         "seed": session.seed_for(entry.nodeid),
-        "replay": replay_command(session.run_seed, entry.nodeid),
+        "replay": session.replay(entry.nodeid),
         "worker": entry.worker,
         "outcome": entry.outcome,
         "duration": round(entry.final.duration, 6),

@@ -112,7 +112,6 @@ def one_line(entry: ReportedTest) -> str:
 
 def failure_lines(entry: ReportedTest, session: GuardSession) -> list[str]:
     """What a failed start-up test shows in the summary, whatever the verbosity."""
-    from pytest_startup_guard.settings.seeds import replay_command
 
     facts = entry.facts
     final = entry.final
@@ -132,7 +131,7 @@ def failure_lines(entry: ReportedTest, session: GuardSession) -> list[str]:
         lines.append(f"  failed on every one of {entry.reruns + 1} attempts")
     if final.artifacts:
         lines.append(f"  artifacts: {final.artifacts}")
-    lines.append(f"  replay: {replay_command(session.run_seed, entry.nodeid)}")
+    lines.append(f"  replay: {session.replay(entry.nodeid)}")
     return lines
 
 
@@ -171,6 +170,8 @@ def _server_state(server: dict[str, Any]) -> str:
         )
     if state == "hung":
         return "hung (not ready at the time-out)"
+    if state == "undecided":
+        return "undecided (the machine was too slow to decide)"
     if state == "rejected":
         return "came up wrong"
     return str(state)
@@ -178,7 +179,6 @@ def _server_state(server: dict[str, Any]) -> str:
 
 def _hidden_failure_lines(entry: ReportedTest, session: GuardSession) -> list[Line]:
     """A test that passed on a rerun: the failure the rerun hid, its artifacts, its replay."""
-    from pytest_startup_guard.settings.seeds import replay_command
 
     attempt = entry.hidden_failure
     assert attempt is not None
@@ -191,7 +191,7 @@ def _hidden_failure_lines(entry: ReportedTest, session: GuardSession) -> list[Li
     ]
     if attempt.artifacts:
         lines.append((f"  artifacts: {attempt.artifacts}", None))
-    lines.append((f"  replay: {replay_command(session.run_seed, entry.nodeid)}", None))
+    lines.append((f"  replay: {session.replay(entry.nodeid)}", None))
     return lines
 
 

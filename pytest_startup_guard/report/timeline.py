@@ -14,7 +14,7 @@ up. ASCII only: a CI log shows it as written.
     server 0 pid 5707      |------------------------------------------------------*--------------X
     server 1 pid 5709      | ---------------------------------------------------*--------------X
     legend: o open  l listdir/scandir  * access in an open race window (a hit)  # window open  - running
-            R ready  X exited  H hung at the time-out
+            R ready  X exited  H hung at the time-out  U undecided (machine too slow)
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ PRIORITY = {"R": 9, "X": 9, "H": 9, "*": 7, "o": 5, "l": 5, "#": 3, "-": 1, " ":
 
 LEGEND = (
     "legend: o open  l listdir/scandir  * access in an open race window (a hit)"
-    "  # window open  - running  R ready  X exited  H hung at the time-out"
+    "  # window open  - running  R ready  X exited  H hung at the time-out  U undecided (machine too slow)"
 )
 
 
@@ -192,8 +192,8 @@ def _milestone_times(fleet: Fleet) -> list[float]:
             for seconds in (server.seconds_to_ready, server.seconds_to_exit)
             if seconds is not None
         ]
-        if server.state == "hung":
-            times.append(released + fleet.timeout)
+        if server.seconds_to_timeout is not None:
+            times.append(released + server.seconds_to_timeout)
     return times
 
 
@@ -238,8 +238,9 @@ def _server_lane(label: str, fleet: Fleet, server: Server, activity: _Activity) 
             lane.marks.append((finish, "X"))
         if server.seconds_to_ready is not None:
             lane.marks.append((released + server.seconds_to_ready, "R"))
-        if server.state == "hung":
-            lane.marks.append((released + fleet.timeout, "H"))
+        if server.seconds_to_timeout is not None:
+            mark = "H" if server.state == "hung" else "U"
+            lane.marks.append((released + server.seconds_to_timeout, mark))
     if begin is not None:
         lane.spans.append((begin, finish, "-"))
     lane.marks.extend(activity.marks.get(server.pid, []))

@@ -9,6 +9,11 @@ exceptions. Only the outcome over time can, so a start-up is judged on that:
   nothing);
 - **corrupt** ⇒ no member became ready, each exited non-zero before the readiness time-out,
   with output naming the file or the repo. Hanging is failing; coming up is hiding it.
+
+Time-outs count each member's own time (``runtime/own_time.py``), so a busy machine does not
+turn a slow start into a hang. A member the machine never gave its time is *undecided*; a check
+whose only problems are undecided members says so ("UNDECIDED: the machine was too slow to
+decide") instead of calling the start-up good or bad.
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ class Judgement:
     passed: bool
     message: str
     members: list[dict[str, Any]] = field(default_factory=list)
+    undecided: bool = False  # failed only because the machine was too slow to decide
 
 
 def _member_facts(server: Server) -> dict[str, Any]:
@@ -99,6 +105,7 @@ def _member_facts(server: Server) -> dict[str, Any]:
         "seconds_to_ready": server.seconds_to_ready,
         "returncode": server.returncode,
         "seconds_to_exit": server.seconds_to_exit,
+        "seconds_waiting": server.seconds_waiting,
         "hits": len(server.hits),
     }
 
@@ -154,11 +161,17 @@ class StartupCase:
             self._transient(fleet, expect) if self.kind == "transient" else self._corrupt(fleet)
         )
         verdict = "survived" if self.kind == "transient" else "failed closed"
-        self.judgement = Judgement(not problems, "", [_member_facts(s) for s in fleet.servers])
+        undecided = bool(problems) and all(problem.startswith(UNDECIDED) for problem in problems)
+        self.judgement = Judgement(
+            not problems, "", [_member_facts(s) for s in fleet.servers], undecided
+        )
         if problems:
             header = (
-                f"startup_case {self.spec.id} on {self.target}: the start-up was expected to have"
-                f" {verdict}, but:"
+                f"startup_case {self.spec.id} on {self.target}: UNDECIDED: the machine was too"
+                f" slow to decide whether the start-up {verdict}:"
+                if undecided
+                else f"startup_case {self.spec.id} on {self.target}: the start-up was expected to"
+                f" have {verdict}, but:"
             )
             message = "\n".join(
                 [
@@ -176,6 +189,9 @@ class StartupCase:
     def _transient(self, fleet: Fleet, expect: Callable[[Server], object] | None) -> list[str]:
         problems = []
         for server in fleet.servers:
+            if server.state == "undecided":
+                problems.append(_undecided(server))
+                continue
             if server.state == "rejected":
                 problems.append(
                     f"server {server.index} came up on the wrong config (a fallback?): {server.reason}"
@@ -200,26 +216,39 @@ class StartupCase:
         names = {self.repo.repo_id, self.filename, self.repo.folder_name}
         problems = []
         for server in fleet.servers:
-            if server.ready or server.state == "rejected":
+            if server.state == "undecided":
+                problems.append(_undecided(server))
+            elif server.ready or server.state == "rejected":
                 problems.append(
                     f"server {server.index} came up on a corrupt {self.filename} ({self.name}): it hid"
                     " the corruption"
                 )
             elif server.state == "hung":
                 problems.append(
-                    f"server {server.index} hung: still running and not ready after {fleet.timeout:g} s"
-                    " on a corrupt config; hanging is failing, it must exit with an error"
+                    f"server {server.index} hung: still running on a corrupt config ({server.reason});"
+                    " hanging is failing, it must exit with an error"
                 )
             elif server.returncode == 0:
                 problems.append(f"server {server.index} exited with code 0 on a corrupt config")
-            elif server.seconds_to_exit is not None and server.seconds_to_exit >= fleet.timeout:
-                problems.append(f"server {server.index} failed only after the readiness time-out")
+            elif (server.own_seconds_to_exit or 0.0) >= fleet.timeout:
+                problems.append(
+                    f"server {server.index} failed only after the readiness time-out: it exited"
+                    f" after {server.own_seconds_to_exit:.2f} s of its own time, {fleet.timeout:g} s"
+                    " allowed"
+                )
             elif not any(name in server.output for name in names):
                 problems.append(
                     f"server {server.index} failed, but its output names neither {self.filename!r} nor"
                     f" {self.repo.repo_id!r}: whoever reads the log cannot tell what broke"
                 )
         return problems
+
+
+UNDECIDED = "UNDECIDED"
+
+
+def _undecided(server: Server) -> str:
+    return f"{UNDECIDED}: server {server.index}: {server.reason}"
 
 
 def _accepts(expect: Callable[[Server], object], server: Server) -> bool:
