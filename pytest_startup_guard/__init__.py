@@ -33,6 +33,7 @@ _EXPORTS = {
     "Fleet": "pytest_startup_guard.fleet.fleet",
     "Server": "pytest_startup_guard.fleet.fleet",
     "ServerFleet": "pytest_startup_guard.fleet.fleet",
+    "cpu_load": "pytest_startup_guard.fleet.load",
     "StartupCase": "pytest_startup_guard.verdicts.cases",
     "assert_survives": "pytest_startup_guard.verdicts.in_process",
     "assert_fails_closed": "pytest_startup_guard.verdicts.in_process",
@@ -89,6 +90,7 @@ __all__ = [
     "chaos",
     "check_env_choices",
     "check_start_methods",
+    "cpu_load",
     "detect_target",
     "import_race",
     "on_access",
@@ -105,6 +107,7 @@ if TYPE_CHECKING:
     from pytest_startup_guard.errors import StartupGuardError, UnknownNameError, UnsafeCacheError
     from pytest_startup_guard.fleet import ready
     from pytest_startup_guard.fleet.fleet import Fleet, Server, ServerFleet
+    from pytest_startup_guard.fleet.load import cpu_load
     from pytest_startup_guard.imports.probe import (
         ImportProbeError,
         ImportRaceProbe,

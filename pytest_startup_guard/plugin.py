@@ -18,7 +18,6 @@ from pytest_startup_guard.fleet import timeouts
 from pytest_startup_guard.report.record import STARTUP_TEST_FIXTURES
 from pytest_startup_guard.settings import options
 from pytest_startup_guard.settings.per_target import target_settings_summary
-from pytest_startup_guard.settings.seeds import replay_command
 from pytest_startup_guard.settings.session import SESSION_KEY, build_session, get_session
 from pytest_startup_guard.targets import junit, markers
 from pytest_startup_guard.targets.detection import TargetChoice, choose_target, detect_target
@@ -115,8 +114,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.sections.append(
             (
                 "startup-guard",
-                f"run seed {session.run_seed}, test seed {session.seed_for(item.nodeid)}\n"
-                f"replay: {replay_command(session.run_seed, item.nodeid)}",
+                f"run seed {session.run_seed_for(item.nodeid)}, test seed {session.seed_for(item.nodeid)}\n"
+                f"replay: {session.replay(item.nodeid)}",
             )
         )
     _report_part(item, report)
@@ -145,6 +144,29 @@ def pytest_collection_modifyitems(
     from pytest_startup_guard.report.reruns import apply_no_rerun_marks
 
     apply_no_rerun_marks(config, items, bool(get_session(config).value("allow_reruns")))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """``--startup-guard-stress=N``: start-up tests run N rounds (verdicts/stress.py); others,
+    and every test without the option, run as pytest runs them."""
+    session = get_session(item.config)
+    rounds = session.value("stress")
+    if rounds == 1 or not any(
+        name in getattr(item, "fixturenames", ()) for name in STARTUP_TEST_FIXTURES
+    ):
+        return None
+    from pytest_startup_guard.verdicts.stress import run_rounds
+
+    assert isinstance(rounds, int)
+    run_rounds(item, nextitem, session, rounds, _undecided)
+    return True
+
+
+def _undecided(item: pytest.Item) -> bool:
+    """Whether the test's start-up case was judged undecided (the machine too slow)."""
+    case = item.stash.get(CASE_KEY, None)
+    return case is not None and case.judgement is not None and case.judgement.undecided
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -338,7 +360,7 @@ def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[
         spec,
         hub_race,
         session.seed_for(request.node.nodeid),
-        replay_command(session.run_seed, request.node.nodeid),
+        session.replay(request.node.nodeid),
     )
     request.node.stash[CASE_KEY] = case
     _record(request).case = case

@@ -20,6 +20,7 @@ def guard_pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -
         "STARTUP_GUARD_REPORT",
         "STARTUP_GUARD_ARTIFACTS",
         "STARTUP_GUARD_STRICT_RERUNS",
+        "STARTUP_GUARD_STRESS",
         "PYTEST_ADDOPTS",
     ):
         monkeypatch.delenv(name, raising=False)

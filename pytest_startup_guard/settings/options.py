@@ -51,6 +51,16 @@ def parse_seconds(text: str) -> float:
     return value
 
 
+def parse_rounds(text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError("expected a whole number of rounds >= 1") from None
+    if value < 1:
+        raise ValueError("expected a whole number of rounds >= 1")
+    return value
+
+
 def parse_bool(text: str) -> bool:
     value = text.strip().lower()
     if value in _TRUE_WORDS:
@@ -141,6 +151,15 @@ OPTIONS: tuple[Option, ...] = (
         parse_path,
         None,
         metavar="DIR",
+    ),
+    Option(
+        "stress",
+        "run each start-up test N times with N derived seeds; fail it at the first round whose"
+        " verdict differs (default 1: no stress)",
+        parse_rounds,
+        1,
+        metavar="N",
+        per_target=False,
     ),
     Option(
         "strict_reruns",

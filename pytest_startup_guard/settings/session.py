@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from pytest_startup_guard.settings.options import OPTIONS, Setting, resolve
-from pytest_startup_guard.settings.seeds import draw_run_seed, seed_for_test
+from pytest_startup_guard.settings.seeds import (
+    draw_run_seed,
+    replay_command,
+    seed_for_test,
+    stress_run_seed,
+)
 
 
 @dataclass
@@ -18,6 +23,7 @@ class GuardSession:
     run_seed: int
     seed_source: str
     warnings: list[str] = field(default_factory=list)
+    stress_rounds: dict[str, int] = field(default_factory=dict)  # nodeid -> its current round
 
     def value(self, name: str) -> object:
         return self.settings[name].value
@@ -28,8 +34,16 @@ class GuardSession:
         assert isinstance(value, float)
         return value
 
+    def run_seed_for(self, nodeid: str) -> int:
+        """The run seed a test runs under: the run's, or its stress round's."""
+        return stress_run_seed(self.run_seed, self.stress_rounds.get(nodeid, 0))
+
     def seed_for(self, nodeid: str) -> int:
-        return seed_for_test(self.run_seed, nodeid)
+        return seed_for_test(self.run_seed_for(nodeid), nodeid)
+
+    def replay(self, nodeid: str) -> str:
+        """The command that replays the test as it ran (its stress round's seed included)."""
+        return replay_command(self.run_seed_for(nodeid), nodeid)
 
 
 SESSION_KEY = pytest.StashKey[GuardSession]()

@@ -1,7 +1,8 @@
 """Verdicts: a transient race must be survived and really hit; a corruption must fail closed.
 
-Owns the ``startup_races`` matrix and ``StartupCase`` (``cases``) and the in-process
+Owns the ``startup_races`` matrix and ``StartupCase`` (``cases``), the stress rounds of
+``--startup-guard-stress`` (``stress``) and the in-process
 ``assert_survives`` / ``assert_fails_closed`` (``in_process``).
 
-May import: runtime, cache, races, fleet.
+May import: settings, runtime, cache, races, fleet.
 """
