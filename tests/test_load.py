@@ -21,6 +21,10 @@ from pytest_startup_guard.races.armed import _Holder
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock, cpu_wait
 
 LOADED_CPU = max(os.sched_getaffinity(0))
+needs_schedstat = pytest.mark.skipif(
+    cpu_wait(os.getpid()) is None,
+    reason="this kernel has no /proc/<pid>/schedstat: own time is wall time here",
+)
 
 # A server that pins itself to LOADED_CPU, then does what argv[1] says before it listens:
 # "work:S" spins S seconds of CPU time; "spin" spins forever; "sleep" sleeps forever.
@@ -52,6 +56,7 @@ def spinner_on(cpu: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", code])
 
 
+@needs_schedstat
 def test_own_time_leaves_out_the_wait_for_a_cpu() -> None:
     process = spinner_on(LOADED_CPU)
     try:
@@ -103,6 +108,7 @@ def loaded_pytester(guard_pytester: pytest.Pytester) -> pytest.Pytester:
     return guard_pytester
 
 
+@needs_schedstat
 def test_a_slow_start_on_a_busy_cpu_is_not_a_hang(loaded_pytester: pytest.Pytester) -> None:
     loaded_pytester.makepyfile(
         f"""
@@ -150,6 +156,7 @@ def test_a_hang_on_a_busy_cpu_is_still_a_hang(loaded_pytester: pytest.Pytester) 
     loaded_pytester.runpytest_subprocess("-p", "startup_guard").assert_outcomes(passed=1)
 
 
+@needs_schedstat
 def test_a_machine_too_slow_to_decide_is_undecided(loaded_pytester: pytest.Pytester) -> None:
     loaded_pytester.makepyfile(
         f"""
