@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
-from run_demo import CASE_ID, ZOO_CASES, run_pytest  # noqa: E402 - the demo's cases, as it runs them
+from run_demo import CASE_ID, ZOO_CASES, run_pytest, zoo_cases  # noqa: E402 - the demo's cases, as it runs them
 from zoo import expected  # noqa: E402
 
 LOG_ENV = "BENCH_LOAD_LOG"  # where the plugin half writes its notes (JSON lines)
@@ -101,11 +101,7 @@ def judge(
 ) -> list[tuple[str, int, int, int]]:
     """Per case of one pytest run: (case, case-runs, wrong verdicts, undecided runs)."""
     judged = []
-    for name, outcome, detail, _ in rows:
-        match = CASE_ID.search(name)
-        if not match:
-            continue
-        kind, case, policy, _loader = match.groups()
+    for match, kind, case, policy, outcome, detail in zoo_cases(rows):
         want = expected(policy, kind)
         label = f"{policy} {kind}-{case}"
         note = notes.get(match.group(0), {})

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -71,6 +72,17 @@ def run_pytest(seed: int, workdir: Path, name: str, *args: str) -> list[tuple[st
     return rows
 
 
+def zoo_cases(
+    rows: list[tuple[str, str, str, str]],
+) -> Iterator[tuple[re.Match[str], str, str, str, str, str]]:
+    """The zoo's rows: (id match, kind, case, policy, outcome, first failure line)."""
+    for name, outcome, detail, _ in rows:
+        match = CASE_ID.search(name)
+        if match:
+            kind, case, policy, _loader = match.groups()
+            yield match, kind, case, policy, outcome, detail
+
+
 def zoo_table(rows: list[tuple[str, str, str, str]]) -> bool:
     print()
     print(
@@ -79,11 +91,7 @@ def zoo_table(rows: list[tuple[str, str, str, str]]) -> bool:
     print(f"{'server':<11} {'case':<26} {'expected':<9} {'observed':<9} {'':<9} why")
     agree = True
     cells = []
-    for name, outcome, detail, _ in rows:
-        match = CASE_ID.search(name)
-        if not match:
-            continue
-        kind, case, policy, _loader = match.groups()
+    for _match, kind, case, policy, outcome, detail in zoo_cases(rows):
         cells.append(
             (POLICIES.index(policy), kind != "transient", case, policy, kind, outcome, detail)
         )

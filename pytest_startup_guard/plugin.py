@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_startup_guard.fleet import timeouts
-from pytest_startup_guard.report.record import STARTUP_TEST_FIXTURES
+from pytest_startup_guard.report.record import STARTUP_TEST_FIXTURES, is_startup_test
 from pytest_startup_guard.settings import options
 from pytest_startup_guard.settings.per_target import target_settings_summary
 from pytest_startup_guard.settings.session import SESSION_KEY, build_session, get_session
@@ -152,9 +152,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     and every test without the option, run as pytest runs them."""
     session = get_session(item.config)
     rounds = session.value("stress")
-    if rounds == 1 or not any(
-        name in getattr(item, "fixturenames", ()) for name in STARTUP_TEST_FIXTURES
-    ):
+    if rounds == 1 or not is_startup_test(item):
         return None
     from pytest_startup_guard.verdicts.stress import run_rounds
 

@@ -627,9 +627,8 @@ class ServerFleet:
         gave it that time within ``MAX_STRETCH`` x the time-out, else keep watching."""
         server.seconds_waiting = clock.waited()
         wall = now - clock.started
-        server.seconds_to_timeout = wall
         if clock.own(now) >= timeout:
-            server.state = "hung"
+            server.state, server.seconds_to_timeout = "hung", wall
             server.reason = (
                 f"{probe.describe()} not ready after {timeout:g} s"
                 + (f" ({clock.describe(now)})" if server.seconds_waiting >= 0.05 else "")
@@ -637,14 +636,13 @@ class ServerFleet:
             )
             return True
         if wall >= timeout * MAX_STRETCH:
-            server.state = "undecided"
+            server.state, server.seconds_to_timeout = "undecided", wall
             server.reason = (
                 f"{probe.describe()} not ready, but in {wall:.1f} s ({MAX_STRETCH:g} x the"
                 f" {timeout:g} s time-out) it had only {clock.own(now):.1f} s of its own time:"
                 f" {server.seconds_waiting:.1f} s waiting for a CPU"
             )
             return True
-        server.seconds_to_timeout = None
         return False
 
     def _exit_reason(self, server: Server, code: int) -> str:
