@@ -22,10 +22,12 @@ _EXPORTS = {
     "RACES": "pytest_startup_guard.races.catalog",
     "Race": "pytest_startup_guard.races.catalog",
     "RaceTarget": "pytest_startup_guard.races.catalog",
+    "PathTarget": "pytest_startup_guard.races.catalog",
     "register_race": "pytest_startup_guard.races.catalog",
     "on_access": "pytest_startup_guard.races.triggers",
     "after": "pytest_startup_guard.races.triggers",
     "chaos": "pytest_startup_guard.races.triggers",
+    "placed": "pytest_startup_guard.races.triggers",
     "ArmedRace": "pytest_startup_guard.races.armed",
     "HubRace": "pytest_startup_guard.races.hubrace",
     "Exploration": "pytest_startup_guard.races.hubrace",
@@ -71,6 +73,7 @@ __all__ = [
     "ImportRaceProbe",
     "ImportRaceResult",
     "ImportRun",
+    "PathTarget",
     "Race",
     "RaceTarget",
     "RuntimeController",
@@ -94,6 +97,7 @@ __all__ = [
     "detect_target",
     "import_race",
     "on_access",
+    "placed",
     "ready",
     "register_race",
     "scan_background_imports",
@@ -129,9 +133,15 @@ if TYPE_CHECKING:
         check_start_methods,
     )
     from pytest_startup_guard.races.armed import ArmedRace
-    from pytest_startup_guard.races.catalog import RACES, Race, RaceTarget, register_race
+    from pytest_startup_guard.races.catalog import (
+        RACES,
+        PathTarget,
+        Race,
+        RaceTarget,
+        register_race,
+    )
     from pytest_startup_guard.races.hubrace import Exploration, HubRace
-    from pytest_startup_guard.races.triggers import after, chaos, on_access
+    from pytest_startup_guard.races.triggers import after, chaos, on_access, placed
     from pytest_startup_guard.runtime.controller import RuntimeController
     from pytest_startup_guard.targets.detection import detect_target
     from pytest_startup_guard.verdicts.cases import StartupCase

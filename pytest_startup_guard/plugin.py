@@ -41,8 +41,9 @@ MARKERS = (
     "cpu: run only where the start-up target is cpu (combine with cuda/rocm: any of them)",
     "cuda: run only where the start-up target is cuda (--startup-target or detected)",
     "rocm: run only where the start-up target is rocm (--startup-target or detected)",
-    "startup_races(transient=[...], corrupt=[...]): run the test once per transient race and"
-    " once per persistent corruption (names from RACES and CORRUPTIONS, or 'all')",
+    "startup_races(transient=[...], corrupt=[...], stale=[...]): run the test once per transient"
+    " race, once per persistent corruption and once per stale lock (names from RACES and"
+    " CORRUPTIONS, or 'all')",
 )
 OWN_MARKER_SUFFIX = " [pytest-startup-guard]"
 
@@ -212,6 +213,16 @@ def shared_hub_cache(
 
 
 @pytest.fixture
+def shared_dir(tmp_path: Path) -> Path:
+    """An empty folder of this test's own that several processes share: point the servers'
+    compile cache, kernel cache, lock or ``datasets`` folder at it (``env=`` or an argument),
+    and race anything in it with ``hub_race.arm_path(race, path)``."""
+    folder = tmp_path / "startup-guard-shared-dir"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
 def child_runtime(
     monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> Iterator[RuntimeController]:
@@ -251,9 +262,28 @@ def hub_race(child_runtime: RuntimeController, request: pytest.FixtureRequest) -
     ``allow_miss=True`` that no access hit fails the test.
     """
     from pytest_startup_guard.races.hubrace import HubRace
+    from pytest_startup_guard.races.roots import PluginRoots
+
+    def owned() -> dict[str, Path]:
+        """Most specific first: a hub cache and a shared_dir lie under tmp_path."""
+        found: dict[str, Path] = {}
+        for name in ("shared_dir", "hub_cache", "tmp_path"):
+            if name in request.fixturenames:
+                value = request.getfixturevalue(name)
+                found[name] = value if isinstance(value, Path) else Path(value.root)
+        return found
+
+    def shared() -> dict[str, Path]:
+        if "shared_hub_cache" not in request.fixturenames:
+            return {}
+        return {"shared_hub_cache": Path(request.getfixturevalue("shared_hub_cache").root)}
 
     register_hooked_races(request.config)
-    races = HubRace(child_runtime, get_session(request.config).seed_for(request.node.nodeid))
+    races = HubRace(
+        child_runtime,
+        get_session(request.config).seed_for(request.node.nodeid),
+        PluginRoots(owned, shared),
+    )
     _record(request).races = races
     try:
         yield races
@@ -351,7 +381,7 @@ def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[
     if not isinstance(spec, CaseSpec):
         raise pytest.UsageError(
             f"{request.node.nodeid} uses startup_case without @pytest.mark.startup_races(transient=[...],"
-            " corrupt=[...])"
+            " corrupt=[...], stale=[...])"
         )
     session = get_session(request.config)
     case = StartupCase(

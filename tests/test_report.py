@@ -159,10 +159,10 @@ def validate(document: Any) -> list[str]:
 def test_the_schema_checker_knows_every_keyword_and_rejects_a_broken_report() -> None:
     schema = json.loads(SCHEMA_FILE.read_text())
     assert schema_keywords(schema) <= KNOWN_KEYWORDS
-    assert schema["properties"]["version"] == {"const": 2}
-    broken: dict[str, Any] = {"schema": "pytest-startup-guard-report", "version": 3, "tests": [{}]}
+    assert schema["properties"]["version"] == {"const": 3}
+    broken: dict[str, Any] = {"schema": "pytest-startup-guard-report", "version": 2, "tests": [{}]}
     errors = validate(broken)
-    assert "$.version: 3 is not 2" in errors
+    assert "$.version: 2 is not 3" in errors
     assert "$: no 'seed'" in errors
     assert "$.tests[0]: no 'nodeid'" in errors
 

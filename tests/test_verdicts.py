@@ -83,7 +83,7 @@ def test_matrix_ids_all_and_lock_held_only_by_name(guard_pytester: pytest.Pytest
     [
         (
             'transient=["pointer_swp"]',
-            "unknown race 'pointer_swp' in @pytest.mark.startup_races of *::test_x (did you mean 'pointer_swap'?); known races: blob_rewrite, dangling_pointer, lock_held, pointer_swap, ref_rewrite",
+            "unknown race 'pointer_swp' in @pytest.mark.startup_races of *::test_x (did you mean 'pointer_swap'?); known races: blob_rewrite, dangling_pointer, file_replace, file_rewrite, folder_move, lock_held, partial_write, pointer_swap, ref_rewrite",
         ),
         (
             'corrupt=["emtpy"]',
@@ -96,7 +96,7 @@ def test_matrix_ids_all_and_lock_held_only_by_name(guard_pytester: pytest.Pytest
         ),
         (
             'races=["pointer_swap"]',
-            "unknown keyword 'races' in @pytest.mark.startup_races of *::test_x; expected transient= and/or corrupt=",
+            "unknown keyword 'races' in @pytest.mark.startup_races of *::test_x; expected transient=, corrupt= and/or stale=",
         ),
         ("", "@pytest.mark.startup_races of *::test_x names no case*"),
     ],

@@ -15,8 +15,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_startup_guard.races.catalog import Race, RaceTarget
-from pytest_startup_guard.races.triggers import After, Chaos, OnAccess, Trigger
+from pytest_startup_guard.races.base import Race, Target
+from pytest_startup_guard.races.triggers import After, Chaos, OnAccess, Placed, Trigger
 from pytest_startup_guard.runtime.controller import AccessEvent
 from pytest_startup_guard.runtime.observation import unobserved
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
@@ -79,7 +79,7 @@ class _Holder:
 @dataclass
 class ArmedRace:
     race: Race
-    target: RaceTarget
+    target: Target
     trigger: Trigger
     allow_miss: bool = False
     windows: list[Window] = field(default_factory=list)
@@ -99,7 +99,7 @@ class ArmedRace:
             str(path).rstrip(os.sep) + os.sep for path in self.race.watched(self.target)
         )
         self._clock_start = self.armed_t
-        self._cache_root = str(self.target.repo.cache.root).rstrip(os.sep) + os.sep
+        self._cache_root = str(self.target.root).rstrip(os.sep) + os.sep
 
     # -- what users read -----------------------------------------------------------------
 
@@ -195,7 +195,7 @@ class ArmedRace:
             self.open(now, None, None)
         for pid in [pid for pid, holder in self._holders.items() if holder.over(now)]:
             del self._holders[pid]
-        if self.is_open and not self._holders and not isinstance(self.trigger, Chaos):
+        if self.is_open and not self._holders and not isinstance(self.trigger, (Chaos, Placed)):
             self.close(now)
 
     def fleet_released(self, t: float) -> None:

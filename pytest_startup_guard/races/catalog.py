@@ -10,76 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO
 
-from pytest_startup_guard.cache.hubcache import CachedRepo, corruption_target
 from pytest_startup_guard.cache.layout import break_hard_link, relative_link_target
 from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
-
-
-@dataclass
-class RaceTarget:
-    """The paths one armed race works on: one file of one revision of a cached repo."""
-
-    repo: CachedRepo
-    filename: str
-    revision: str
-    commit: str
-    pointer: Path
-    blob: Path
-    ref: Path
-    lock: Path
-    state: dict[str, Any] = field(default_factory=dict)  # what open() keeps for close()
-
-    @classmethod
-    def of(cls, repo: CachedRepo, filename: str, revision: str | None = None) -> RaceTarget:
-        paths = corruption_target(repo, filename, revision)
-        etag = paths.blob.name
-        return cls(
-            repo=repo,
-            filename=filename,
-            revision=revision or repo.revision,
-            commit=paths.pointer.relative_to(repo.path / "snapshots").parts[0],
-            pointer=paths.pointer,
-            blob=paths.blob,
-            ref=paths.ref,
-            lock=repo.cache.hub_dir / ".locks" / repo.folder_name / f"{etag}.lock",
-        )
-
-    @property
-    def label(self) -> str:
-        return f"{self.filename} of {self.repo.repo_id}@{self.revision}"
-
-
-class Race:
-    """Base class of every race. Subclass it, set ``name`` and ``models``, implement ``open``
-    and ``close``; override ``watched`` and ``is_hit`` if accesses of other folders matter.
-
-    ``close`` must make the cache whole whatever state it finds (it also runs at teardown).
-    """
-
-    name: ClassVar[str] = ""
-    models: ClassVar[str] = ""  # the real writer and the versions or situations it models
-    in_all: ClassVar[bool] = True  # included in startup_races(transient="all")
-
-    def watched(self, target: RaceTarget) -> tuple[Path, ...]:
-        """Folders whose accesses count for triggers and may be hits."""
-        return (target.repo.path,)
-
-    def is_hit(self, target: RaceTarget, path: str) -> bool:
-        """Whether an access of ``path`` while the window is open meets the fault."""
-        return True
-
-    def open(self, target: RaceTarget) -> None:
-        raise NotImplementedError
-
-    def close(self, target: RaceTarget) -> None:
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+from pytest_startup_guard.races.base import PathTarget, Race, RaceTarget
+from pytest_startup_guard.races.generic import GENERIC_RACES
+from pytest_startup_guard.races.locks import STALE_LOCKS
 
 
 class PointerSwap(Race):
@@ -250,7 +188,14 @@ class LockHeld(Race):
             lock.release()
 
 
-_BUILTIN: tuple[type[Race], ...] = (PointerSwap, RefRewrite, BlobRewrite, DanglingPointer, LockHeld)
+_HUB_RACES: tuple[type[Race], ...] = (
+    PointerSwap,
+    RefRewrite,
+    BlobRewrite,
+    DanglingPointer,
+    LockHeld,
+)
+_BUILTIN: tuple[type[Race], ...] = (*_HUB_RACES, *GENERIC_RACES, *STALE_LOCKS)
 RACES: dict[str, type[Race]] = {race.name: race for race in _BUILTIN}
 
 
@@ -295,3 +240,21 @@ def get_race(race: str | Race, where: str = "") -> Race:
 def races_for_all() -> list[str]:
     """The names ``transient="all"`` stands for."""
     return [name for name, race in RACES.items() if race.in_all]
+
+
+def stale_races() -> list[str]:
+    """The names ``startup_races(stale=[...])`` accepts (``stale="all"``: every one)."""
+    return [name for name, race in RACES.items() if race.stale]
+
+
+__all__ = [
+    "RACES",
+    "PathTarget",
+    "Race",
+    "RaceTarget",
+    "get_race",
+    "races_for_all",
+    "register_race",
+    "register_races",
+    "stale_races",
+]

@@ -21,8 +21,18 @@ from typing import IO
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.races.armed import ArmedRace, Hit, Window
-from pytest_startup_guard.races.catalog import Race, RaceTarget, get_race
-from pytest_startup_guard.races.triggers import After, Chaos, OnAccess, Trigger, on_access
+from pytest_startup_guard.races.base import PathTarget, RaceTarget, Target
+from pytest_startup_guard.races.catalog import RACES, Race, get_race
+from pytest_startup_guard.races.roots import PluginRoots
+from pytest_startup_guard.races.triggers import (
+    After,
+    Chaos,
+    OnAccess,
+    Placed,
+    Trigger,
+    on_access,
+    placed,
+)
 from pytest_startup_guard.runtime.controller import AccessEvent, RuntimeController
 from pytest_startup_guard.runtime.protocol import PLAN_ENV
 from pytest_startup_guard.settings.seeds import seed_for_test
@@ -80,9 +90,12 @@ class Exploration:
 class HubRace:
     """Arms transient races; see ``arm`` and ``explore``."""
 
-    def __init__(self, controller: RuntimeController, seed: int = 0) -> None:
+    def __init__(
+        self, controller: RuntimeController, seed: int = 0, roots: PluginRoots | None = None
+    ) -> None:
         self.controller = controller
         self.seed = seed
+        self.roots = roots if roots is not None else PluginRoots()
         self.armed: list[ArmedRace] = []
         self.explorations: list[Exploration] = []
         self._refreshers: dict[int, _Refresher] = {}
@@ -114,25 +127,79 @@ class HubRace:
         instance = get_race(race, where="hub_race.arm()")
         if not isinstance(repo, CachedRepo):
             raise TypeError(
-                f"hub_race.arm() needs a CachedRepo (what hub_cache.add_model returns), not {type(repo).__name__}"
+                f"hub_race.arm() needs a CachedRepo (what hub_cache.add_model returns), not"
+                f" {type(repo).__name__}; to race any other file use hub_race.arm_path(race, path)"
             )
         repo.cache.check_writable(repo, f"arm race {instance.name!r} on")
-        trigger = on_access() if trigger is None else trigger
-        if not isinstance(trigger, (OnAccess, After, Chaos)):
-            raise TypeError(
-                f"invalid trigger {trigger!r}: expected on_access(...), after(...) or chaos(...)"
+        target = _target_of(instance, repo, filename, revision)
+        return self._arm(instance, target, trigger, allow_miss)
+
+    def arm_path(
+        self,
+        race: str | Race,
+        path: str | os.PathLike[str],
+        *,
+        trigger: Trigger | None = None,
+        allow_miss: bool = False,
+    ) -> ArmedRace:
+        """Arm a generic race (``file_replace``, ``file_rewrite``, ``partial_write``,
+        ``folder_move``) or a stale lock on ``path``: a file or folder under a root the plugin
+        owns (``shared_dir``, a ``hub_cache``, the test's ``tmp_path``); anything else is
+        refused. The default trigger is ``on_access()`` (``placed()`` for stale locks)."""
+        instance = get_race(race, where="hub_race.arm_path()")
+        if not instance.on_paths:
+            raise StartupGuardError(
+                f"race {instance.name!r} races a hub repo's file: use hub_race.arm({instance.name!r},"
+                " repo, filename); arm_path() takes the generic races and stale locks"
+                f" ({', '.join(_path_races())})"
             )
-        armed = ArmedRace(instance, RaceTarget.of(repo, filename, revision), trigger, allow_miss)
+        root_name, root, resolved = self.roots.check(path, f"hub_race.arm_path({instance.name!r})")
+        target = PathTarget(path=resolved, root=root, root_name=root_name)
+        return self._arm(instance, target, trigger, allow_miss)
+
+    def stale_lock(
+        self, path: str | os.PathLike[str], *, soft: bool = False, allow_miss: bool = False
+    ) -> ArmedRace:
+        """Leave a lock file at ``path`` as a process that died holding it would, until
+        teardown: an ``O_EXCL`` file (torch ``FileBaton``), or with ``soft=True`` a filelock
+        ``SoftFileLock`` of a killed holder. Same as ``arm_path("stale_lock", path)``."""
+        return self.arm_path(
+            "stale_soft_lock" if soft else "stale_lock", path, allow_miss=allow_miss
+        )
+
+    def _arm(
+        self, instance: Race, target: Target, trigger: Trigger | None, allow_miss: bool
+    ) -> ArmedRace:
+        if trigger is None:
+            trigger = placed() if instance.stale else on_access()
+        if not isinstance(trigger, (OnAccess, After, Chaos, Placed)):
+            raise TypeError(
+                f"invalid trigger {trigger!r}: expected on_access(...), after(...), chaos(...)"
+                " or placed()"
+            )
+        instance.check(target)
+        armed = ArmedRace(instance, target, trigger, allow_miss)
         armed.lock = self.controller.lock
-        self.controller.watch(repo.cache.root)
-        self.controller.watch_test_process()
+        self._watch(instance, target)
         with self.controller.lock:
             self.armed.append(armed)
         if isinstance(trigger, Chaos):
             self._start_refresher(armed, trigger)
+        elif isinstance(trigger, Placed):
+            with self.controller.lock:
+                armed.open(time.monotonic(), None, None)
         else:
             self._ensure_timer()
         return armed
+
+    def _watch(self, race: Race, target: Target) -> None:
+        """Have every process report its accesses of the target's folders from now on."""
+        if isinstance(target, RaceTarget) or target.repo is not None:
+            self.controller.watch(target.root)
+        else:
+            for folder in race.watched(target):
+                self.controller.watch(folder)
+        self.controller.watch_test_process()
 
     # -- exploring -----------------------------------------------------------------------
 
@@ -153,7 +220,7 @@ class HubRace:
             raise TypeError(f"explore() needs a callable start-up, not {type(startup).__name__}")
         instance = get_race(race, where="hub_race.explore()")
         repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
-        target = RaceTarget.of(repo, filename, revision)
+        target = _target_of(instance, repo, filename, revision)
         points = self._access_points(instance, target, startup)
         exploration = Exploration(instance.name or type(instance).__name__, target.label)
         for index, access in enumerate(points, 1):
@@ -170,7 +237,7 @@ class HubRace:
                 ExplorationPoint(
                     index=index,
                     op=access.op,
-                    path=os.path.relpath(access.path, repo.path),
+                    path=os.path.relpath(access.path, target.folder),
                     outcome=outcome,
                     error=error,
                     hit=bool(armed.hits),
@@ -180,12 +247,11 @@ class HubRace:
         return exploration
 
     def _access_points(
-        self, race: Race, target: RaceTarget, startup: Callable[[], object]
+        self, race: Race, target: Target, startup: Callable[[], object]
     ) -> list[AccessEvent]:
         """Run ``startup()`` without a race; its access points (those of its busiest process)."""
         watched = tuple(str(path).rstrip(os.sep) + os.sep for path in race.watched(target))
-        self.controller.watch(target.repo.cache.root)
-        self.controller.watch_test_process()
+        self._watch(race, target)
         start = len(self.controller.accesses)
         try:
             startup()
@@ -366,7 +432,7 @@ class HubRace:
 
     def _miss_message(self, armed: ArmedRace) -> str:
         """Why ``armed`` never hit, with each process's count of accesses, and the opt-out."""
-        folder = armed.target.repo.path.name
+        folder = armed.target.folder.name
         counts = []
         for pid, count in armed.accesses_seen.items():
             record = self.controller.processes.get(pid)
@@ -388,6 +454,27 @@ class HubRace:
             f"race {armed.describe()} never hit: {why}. A race that never hit proves nothing; if the"
             " code under test may legitimately not read this file, arm it with allow_miss=True."
         )
+
+
+def _target_of(race: Race, repo: CachedRepo, filename: str, revision: str | None) -> Target:
+    """A hub race's target, or for a generic race the path of the repo's file (its pointer)."""
+    target = RaceTarget.of(repo, filename, revision)
+    if not race.on_paths:
+        return target
+    return PathTarget(
+        path=target.lock
+        if race.stale
+        else target.pointer,  # a stale lock: the blob's download lock
+        root=repo.cache.root,
+        root_name="hub_cache",
+        repo=repo,
+        filename=filename,
+        revision=target.revision,
+    )
+
+
+def _path_races() -> list[str]:
+    return [name for name, race in RACES.items() if race.on_paths]
 
 
 def _busiest_process(accesses: list[AccessEvent]) -> list[AccessEvent]:

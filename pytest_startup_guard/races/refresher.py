@@ -17,13 +17,13 @@ import time
 from dataclasses import dataclass
 from typing import IO
 
-from pytest_startup_guard.races.catalog import Race, RaceTarget
+from pytest_startup_guard.races.base import Race, Target
 
 
 @dataclass
 class RefresherSpec:
     race: Race
-    target: RaceTarget
+    target: Target
     gap: float
     hold: float
     seed: int

@@ -6,6 +6,8 @@
   child runtime cannot see (non-Python servers, reads inside Rust extensions).
 - ``chaos(gap=0.001, hold=0.0, seed=None)``: a refresher process runs the race in a loop, as a
   real refresher would, with seeded jitter, for the whole test.
+- ``placed()``: the fault is in place from arming until teardown, as a persistent one is in
+  production (the default of stale locks: nobody ever removes them).
 """
 
 from __future__ import annotations
@@ -71,7 +73,13 @@ class Chaos:
         return f"chaos(gap={self.gap:g}, hold={self.hold:g}{seed})"
 
 
-Trigger = OnAccess | After | Chaos
+@dataclass(frozen=True)
+class Placed:
+    def describe(self) -> str:
+        return "placed()"
+
+
+Trigger = OnAccess | After | Chaos | Placed
 
 
 def on_access(nth: int = 1, hold: float = 0.5, accesses: int | None = None) -> OnAccess:
@@ -103,3 +111,9 @@ def chaos(gap: float = 0.001, hold: float = 0.0, seed: int | None = None) -> Cha
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
         raise ValueError(f"invalid seed={seed!r} for chaos(): expected a whole number >= 0")
     return Chaos(_seconds("gap", gap, where, positive=True), _seconds("hold", hold, where), seed)
+
+
+def placed() -> Placed:
+    """Put the fault in place now and leave it until teardown: one window for the whole test
+    (every access of the target hits it)."""
+    return Placed()

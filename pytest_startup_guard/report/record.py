@@ -69,7 +69,9 @@ class StartupRecord:
         if self.fleets is not None and self.fleets.default_cache is not None:
             candidates.append(self.fleets.default_cache)
         for armed in self.armed():
-            candidates.append(armed.target.repo.cache)
+            repo = armed.target.repo
+            if repo is not None:
+                candidates.append(repo.cache)
         if self.case is not None and self.case.repo is not None:
             candidates.append(self.case.repo.cache)
         for cache in candidates:
@@ -144,6 +146,7 @@ def member_names(record: StartupRecord) -> dict[str, str]:
 
 def race_facts(record: StartupRecord, armed: ArmedRace, limit: int | None) -> dict[str, Any]:
     names = member_names(record)
+    target = armed.target
     lock = record.races.controller.lock if record.races is not None else None
     if lock is not None:
         with lock:
@@ -159,9 +162,11 @@ def race_facts(record: StartupRecord, armed: ArmedRace, limit: int | None) -> di
         entry["hits"] += 1
     return {
         "name": armed.name,
-        "repo": armed.target.repo.repo_id,
-        "revision": armed.target.revision,
-        "filename": armed.target.filename,
+        "repo": target.repo.repo_id if target.repo is not None else None,
+        "revision": target.revision,
+        "filename": target.filename,
+        "path": str(target.path) if hasattr(target, "path") else None,  # generic races
+        "target": target.label,
         "trigger": armed.trigger.describe(),
         "allow_miss": armed.allow_miss,
         "windows_total": len(windows),
@@ -180,7 +185,7 @@ def race_facts(record: StartupRecord, armed: ArmedRace, limit: int | None) -> di
                 "pid": hit.pid,
                 "member": names.get(hit.member or "", hit.member),
                 "op": hit.op,
-                "path": _relative(hit.path, armed.target.repo.path),
+                "path": _relative(hit.path, target.folder),
                 "t": record.since(hit.t),
                 "window": hit.window,
             }
@@ -262,7 +267,11 @@ def verdict_facts(case: StartupCase | None) -> dict[str, Any] | None:
         "checked": judgement is not None,
         "passed": None if judgement is None else judgement.passed,
         "undecided": judgement is not None and judgement.undecided,
-        "expected": "survive" if case.kind == "transient" else "fail closed",
+        "expected": {
+            "transient": "survive",
+            "corrupt": "fail closed",
+            "stale": "recover or fail closed",
+        }[case.kind],
         "message": "" if judgement is None else judgement.message,
     }
 

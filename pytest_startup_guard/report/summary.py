@@ -142,7 +142,7 @@ def _race_line(race: dict[str, Any]) -> str:
         for p in race["hits_per_process"]
     )
     return (
-        f"  race {race['name']} on {race['filename']} of {race['repo']}@{race['revision']}"
+        f"  race {race['name']} on {race['target']}"
         f" with {race['trigger']}: {_count(race['windows_total'], 'window')};"
         f" hits: {hits or 'none'}"
     )
@@ -234,8 +234,11 @@ def _verdict_text(verdict: dict[str, Any] | None) -> str:
         return ""
     if not verdict["checked"]:
         return f"{verdict['case']}: never checked"
-    done = "survived" if verdict["kind"] == "transient" else "failed closed"
-    missed = "did not survive" if verdict["kind"] == "transient" else "did not fail closed"
+    done, missed = {
+        "transient": ("survived", "did not survive"),
+        "corrupt": ("failed closed", "did not fail closed"),
+        "stale": ("recovered or failed closed", "hung or failed unclearly on the stale lock"),
+    }[verdict["kind"]]
     return f"{verdict['case']}: {done if verdict['passed'] else missed}"
 
 

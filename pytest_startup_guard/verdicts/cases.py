@@ -8,7 +8,10 @@ exceptions. Only the outcome over time can, so a start-up is judged on that:
   ``check(expect=...)``), and the race hit every member at least once (else the case proves
   nothing);
 - **corrupt** ⇒ no member became ready, each exited non-zero before the readiness time-out,
-  with output naming the file or the repo. Hanging is failing; coming up is hiding it.
+  with output naming the file or the repo. Hanging is failing; coming up is hiding it;
+- **stale** (a lock a dead process left) ⇒ every member met the lock, and each either became
+  ready (it recovered: broke the lock or went on without it) or exited non-zero before the
+  readiness time-out with output naming the lock. Waiting forever is failing.
 
 Time-outs count each member's own time (``runtime/own_time.py``), so a busy machine does not
 turn a slow start into a hang. A member the machine never gave its time is *undecided*; a check
@@ -18,8 +21,10 @@ decide") instead of calling the start-up good or bad.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pytest_startup_guard.cache.corruptions import CORRUPTIONS
@@ -27,10 +32,11 @@ from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
 from pytest_startup_guard.fleet.fleet import Fleet, Server
 from pytest_startup_guard.races.armed import ArmedRace
-from pytest_startup_guard.races.catalog import RACES, races_for_all
+from pytest_startup_guard.races.catalog import RACES, races_for_all, stale_races
 from pytest_startup_guard.races.hubrace import HubRace
 
-KINDS = ("transient", "corrupt")
+KINDS = ("transient", "corrupt", "stale")
+_NOUNS = {"transient": "race", "corrupt": "corruption", "stale": "stale lock"}
 
 
 @dataclass(frozen=True)
@@ -59,31 +65,40 @@ def _names(
     known = set(catalog)
     for name in value:
         if name not in known:
-            noun = "race" if kind == "transient" else "corruption"
-            raise UnknownNameError(noun, name, known, where)
+            raise UnknownNameError(_NOUNS[kind], name, known, where)
     return list(dict.fromkeys(value))
 
 
 def cases_from_marker(
     args: Sequence[object], kwargs: dict[str, object], where: str
 ) -> list[CaseSpec]:
-    """The cases of ``@pytest.mark.startup_races(transient=[...], corrupt=[...])``."""
+    """The cases of ``@pytest.mark.startup_races(transient=[...], corrupt=[...], stale=[...])``."""
     if args:
         raise StartupGuardError(
-            f"{where} takes keyword arguments only: startup_races(transient=[...], corrupt=[...])"
+            f"{where} takes keyword arguments only:"
+            " startup_races(transient=[...], corrupt=[...], stale=[...])"
         )
     unknown = set(kwargs) - set(KINDS)
     if unknown:
         raise StartupGuardError(
-            f"unknown keyword {sorted(unknown)[0]!r} in {where}; expected transient= and/or corrupt="
+            f"unknown keyword {sorted(unknown)[0]!r} in {where}; expected transient=, corrupt="
+            " and/or stale="
         )
-    transient = _names(kwargs.get("transient"), "transient", RACES, races_for_all(), where)
+    transient_names = [name for name in RACES if not RACES[name].stale]
+    transient = _names(
+        kwargs.get("transient"), "transient", transient_names, races_for_all(), where
+    )
     corrupt = _names(kwargs.get("corrupt"), "corrupt", CORRUPTIONS, list(CORRUPTIONS), where)
-    if not transient and not corrupt:
-        raise StartupGuardError(f"{where} names no case: give transient=[...] and/or corrupt=[...]")
-    return [CaseSpec("transient", name) for name in transient] + [
-        CaseSpec("corrupt", name) for name in corrupt
-    ]
+    stale = _names(kwargs.get("stale"), "stale", stale_races(), stale_races(), where)
+    if not transient and not corrupt and not stale:
+        raise StartupGuardError(
+            f"{where} names no case: give transient=[...], corrupt=[...] and/or stale=[...]"
+        )
+    return (
+        [CaseSpec("transient", name) for name in transient]
+        + [CaseSpec("corrupt", name) for name in corrupt]
+        + [CaseSpec("stale", name) for name in stale]
+    )
 
 
 @dataclass
@@ -122,6 +137,7 @@ class StartupCase:
         self.target: str | None = None
         self.repo: CachedRepo | None = None
         self.filename: str | None = None
+        self.path: Path | None = None  # what a generic race or stale lock was applied to
         self.judgement: Judgement | None = None
 
     @property
@@ -135,32 +151,67 @@ class StartupCase:
     def __repr__(self) -> str:
         return f"<startup_case {self.spec.id}>"
 
-    def apply(self, repo: CachedRepo, filename: str) -> None:
-        """Arm the race (its default deterministic trigger) or write the corruption."""
-        if self.repo is not None:
+    def apply(
+        self, target: CachedRepo | str | os.PathLike[str], filename: str | None = None
+    ) -> None:
+        """Arm the race (its default deterministic trigger), write the corruption, or leave
+        the stale lock: on ``filename`` of a hub repo (``apply(repo, "config.json")``), or, for
+        a generic race or a stale lock, on a path under a root the plugin owns
+        (``apply(shared_dir / "triton" / "kernel.json")``)."""
+        if self.applied:
             raise StartupGuardError(
                 f"startup_case {self.spec.id} was already applied to {self.target}"
             )
-        self.repo, self.filename = repo, filename
-        self.target = f"{filename} of {repo}"
-        if self.kind == "transient":
-            self.armed = self.races.arm(
-                self.name, repo, filename, allow_miss=True
-            )  # check() judges hits
-        else:
-            repo.cache.corrupt(repo, filename, self.name)
+        race = RACES.get(self.name) if self.kind != "corrupt" else None
+        if isinstance(target, CachedRepo):
+            if not isinstance(filename, str):
+                raise StartupGuardError(
+                    f"startup_case {self.spec.id}: apply(repo, filename) needs the file's name"
+                    f" in the repo, not {filename!r}"
+                )
+            self.repo, self.filename = target, filename
+            self.target = f"{filename} of {target}"
+            if self.kind == "corrupt":
+                target.cache.corrupt(target, filename, self.name)
+            else:  # check() judges hits
+                self.armed = self.races.arm(self.name, target, filename, allow_miss=True)
+            return
+        if not isinstance(target, (str, os.PathLike)) or filename is not None:
+            raise StartupGuardError(
+                f"startup_case {self.spec.id}: apply() takes (repo, filename) or one path under a"
+                f" folder the plugin owns, not {target!r}" + (f", {filename!r}" if filename else "")
+            )
+        if race is None or not race.on_paths:
+            raise StartupGuardError(
+                f"startup_case {self.spec.id} works on a hub repo's file: apply(repo, filename);"
+                " a path takes generic races and stale locks only"
+            )
+        self.armed = self.races.arm_path(self.name, target, allow_miss=True)
+        self.path = Path(getattr(self.armed.target, "path", target))
+        self.target = self.armed.target.label
+
+    @property
+    def applied(self) -> bool:
+        return self.repo is not None or self.path is not None
 
     def check(self, fleet: Fleet, expect: Callable[[Server], object] | None = None) -> None:
         """Judge the fleet: survive a transient race, fail closed on a corruption."""
         __tracebackhide__ = True
-        if self.repo is None:
+        if not self.applied:
             raise StartupGuardError(
-                "startup_case.check() before apply(repo, filename): nothing was raced"
+                "startup_case.check() before apply(repo, filename) or apply(path): nothing was raced"
             )
-        problems = (
-            self._transient(fleet, expect) if self.kind == "transient" else self._corrupt(fleet)
-        )
-        verdict = "survived" if self.kind == "transient" else "failed closed"
+        if self.kind == "transient":
+            problems = self._transient(fleet, expect)
+        elif self.kind == "stale":
+            problems = self._stale(fleet)
+        else:
+            problems = self._corrupt(fleet)
+        verdict = {
+            "transient": "survived",
+            "corrupt": "failed closed",
+            "stale": "recovered or failed closed",
+        }[self.kind]
         undecided = bool(problems) and all(problem.startswith(UNDECIDED) for problem in problems)
         self.judgement = Judgement(
             not problems, "", [_member_facts(s) for s in fleet.servers], undecided
@@ -240,6 +291,46 @@ class StartupCase:
                 problems.append(
                     f"server {server.index} failed, but its output names neither {self.filename!r} nor"
                     f" {self.repo.repo_id!r}: whoever reads the log cannot tell what broke"
+                )
+        return problems
+
+    def _stale(self, fleet: Fleet) -> list[str]:
+        """Recover or fail closed, naming the lock, within the readiness time-out."""
+        assert self.armed is not None
+        lock = Path(getattr(self.armed.target, "path", ""))
+        problems = []
+        for server in fleet.servers:
+            if server.state == "undecided":
+                problems.append(_undecided(server))
+                continue
+            if not server.hits:
+                problems.append(
+                    f"server {server.index} never touched the stale lock {lock}: this case proves"
+                    " nothing for it (does it take this lock? is its interpreter under the plugin?)"
+                )
+            if server.ready or server.state == "rejected":
+                continue  # it recovered: broke the lock, or went on without it
+            if server.state == "hung":
+                problems.append(
+                    f"server {server.index} hung on the stale lock {lock} ({server.reason}): a"
+                    " start-up must break a lock a dead process left, or fail closed naming it,"
+                    " within the readiness time-out; waiting forever is failing"
+                )
+            elif server.returncode == 0:
+                problems.append(
+                    f"server {server.index} exited with code 0 before it was ready: a failed"
+                    f" start-up on the stale lock {lock} must exit non-zero"
+                )
+            elif (server.own_seconds_to_exit or 0.0) >= fleet.timeout:
+                problems.append(
+                    f"server {server.index} failed only after the readiness time-out: it exited"
+                    f" after {server.own_seconds_to_exit:.2f} s of its own time, {fleet.timeout:g} s"
+                    " allowed"
+                )
+            elif lock.name not in server.output:
+                problems.append(
+                    f"server {server.index} failed, but its output does not name the lock"
+                    f" {lock.name!r}: whoever reads the log cannot tell which lock to remove"
                 )
         return problems
 

@@ -1,0 +1,128 @@
+"""What a race works on, and the ``Race`` base every race subclasses.
+
+A race works on a *target*: one file of one revision of a hub repo (``RaceTarget``, for the hub
+races), or any file or folder under a root the plugin owns (``PathTarget``, for the generic
+races and stale locks: a ``shared_dir``, a ``hub_cache``, the test's ``tmp_path``). Both tell
+the engine which folder to watch and how to name themselves in messages and the report.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pytest_startup_guard.cache.hubcache import CachedRepo, corruption_target
+
+
+@dataclass
+class RaceTarget:
+    """The paths one armed race works on: one file of one revision of a cached repo."""
+
+    repo: CachedRepo
+    filename: str
+    revision: str
+    commit: str
+    pointer: Path
+    blob: Path
+    ref: Path
+    lock: Path
+    state: dict[str, Any] = field(default_factory=dict)  # what open() keeps for close()
+
+    @classmethod
+    def of(cls, repo: CachedRepo, filename: str, revision: str | None = None) -> RaceTarget:
+        paths = corruption_target(repo, filename, revision)
+        etag = paths.blob.name
+        return cls(
+            repo=repo,
+            filename=filename,
+            revision=revision or repo.revision,
+            commit=paths.pointer.relative_to(repo.path / "snapshots").parts[0],
+            pointer=paths.pointer,
+            blob=paths.blob,
+            ref=paths.ref,
+            lock=repo.cache.hub_dir / ".locks" / repo.folder_name / f"{etag}.lock",
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.filename} of {self.repo.repo_id}@{self.revision}"
+
+    @property
+    def folder(self) -> Path:
+        """The folder whose accesses count for triggers: the repo's."""
+        return self.repo.path
+
+    @property
+    def root(self) -> Path:
+        """The plugin-owned root the target lies under: its cache's."""
+        return self.repo.cache.root
+
+
+@dataclass
+class PathTarget:
+    """A file or folder under a plugin-owned root (``root_name`` says which, for messages)."""
+
+    path: Path
+    root: Path
+    root_name: str  # "shared_dir", "hub_cache", "tmp_path"
+    state: dict[str, Any] = field(default_factory=dict)
+    repo: CachedRepo | None = None  # set where a generic race works on a hub repo's file
+    filename: str | None = None
+    revision: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.repo is not None:
+            return f"{self.filename} of {self.repo.repo_id}@{self.revision}"
+        return f"{os.path.relpath(self.path, self.root)} under {self.root_name}"
+
+    @property
+    def folder(self) -> Path:
+        """The folder whose accesses count for triggers: the one that holds the target, so a
+        process that lists or opens anything beside it meets the fault at its next access; on a
+        hub repo's file, the repo's folder, as for the hub races (readers stat a pointer, which
+        the child runtime cannot see, after they open the ref)."""
+        return self.repo.path if self.repo is not None else self.path.parent
+
+
+Target = RaceTarget | PathTarget
+
+
+class Race:
+    """Base class of every race. Subclass it, set ``name`` and ``models``, implement ``open``
+    and ``close``; override ``watched`` and ``is_hit`` if accesses of other folders matter.
+
+    ``close`` must make the target whole whatever state it finds (it also runs at teardown).
+    A hub race (``on_paths = False``) works on a ``RaceTarget``; a generic race
+    (``on_paths = True``) on a ``PathTarget``, and on a hub repo's file as the path its
+    snapshot pointer has.
+    """
+
+    name: ClassVar[str] = ""
+    models: ClassVar[str] = ""  # the real writer and the versions or situations it models
+    in_all: ClassVar[bool] = True  # included in startup_races(transient="all")
+    on_paths: ClassVar[bool] = False  # works on any path (PathTarget) rather than a hub file
+    stale: ClassVar[bool] = False  # a lock a dead process left: startup_races(stale=[...])
+
+    def watched(self, target: Any) -> tuple[Path, ...]:
+        """Folders whose accesses count for triggers and may be hits."""
+        folder: Path = target.folder
+        return (folder,)
+
+    def is_hit(self, target: Any, path: str) -> bool:
+        """Whether an access of ``path`` while the window is open meets the fault."""
+        return True
+
+    def check(self, target: Any) -> None:
+        """Refuse, when it is armed, a target this race cannot work on (a clear error)."""
+
+    def open(self, target: Any) -> None:
+        raise NotImplementedError
+
+    def close(self, target: Any) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

@@ -1,0 +1,213 @@
+"""Generic races: faults real writers leave for a moment on any shared file or folder.
+
+Compile and kernel caches (Triton's ``~/.triton/cache``, torch inductor's cache, vLLM's
+``torch_compile_cache``), ``datasets``' cache and any folder several processes share at
+start-up meet the same writers as the hub cache does: a file replaced by remove-then-create, a
+file rewritten in place, a download written straight into its final name, a folder renamed
+aside by a cleanup. Each race here opens the fault with the writer's operations, in its order,
+and closes it the way that writer finishes. They work on a ``PathTarget`` (``hub_race.arm_path``)
+and on a hub repo's file (the path its snapshot pointer has).
+
+As for the hub races, a hit is an access of the watched folder (the one that holds the file; a
+hub repo's folder) while the window is open: a reader that checks a file with ``stat`` (which
+the child runtime cannot see) and then opens or lists the folder has met the fault.
+
+Copy on write holds: a file rewritten in place is first given its own inode
+(``break_hard_link``), so a race never writes through a hard link into a source folder or cache
+a repo was imported from.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import IO
+
+from pytest_startup_guard.cache.layout import break_hard_link
+from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.races.base import PathTarget, Race
+
+
+def _file_of(target: PathTarget, race: str) -> Path:
+    """The target as a file; a folder is a clear error naming the race that fits it."""
+    if target.path.is_dir() and not target.path.is_symlink():
+        raise StartupGuardError(
+            f"race {race!r} works on a file, but {target.path} is a folder: arm 'folder_move' on"
+            " a folder, or name a file inside it"
+        )
+    if not os.path.lexists(target.path):
+        raise StartupGuardError(
+            f"race {race!r} needs an existing file, and {target.path} does not exist: create it"
+            " (the state the start-up normally finds) before arming the race"
+        )
+    return target.path
+
+
+class FileReplace(Race):
+    """A file replaced without a rename: the writer removes it, then creates it again, so a
+    reader in between finds no file (``FileNotFoundError``). coreutils ``ln -sf`` / ``ln -sfn``
+    (unlink, then symlink: the usual way scripts repoint a ``current`` link), ``cp
+    --remove-destination``, and code that does ``os.remove(path)`` then ``open(path, "w")`` to
+    refresh a cache entry. A symlink comes back as a symlink to the same place, a file with the
+    same bytes and mode."""
+
+    name = "file_replace"
+    models = (
+        "a file replaced by remove, then create (ln -sf, cp --remove-destination, os.remove +"
+        " open(path, 'w')): the file is absent in between"
+    )
+    in_all = False
+    on_paths = True
+
+    def check(self, target: PathTarget) -> None:
+        _file_of(target, self.name)
+
+    def open(self, target: PathTarget) -> None:
+        path = _file_of(target, self.name)
+        if path.is_symlink():
+            target.state["link"] = os.readlink(path)
+        else:
+            target.state["content"] = path.read_bytes()
+            target.state["mode"] = path.stat().st_mode & 0o7777
+        os.remove(path)  # the name goes; a hard-linked original keeps its own
+
+    def close(self, target: PathTarget) -> None:
+        link: str | None = target.state.pop("link", None)
+        content: bytes | None = target.state.pop("content", None)
+        mode: int = target.state.pop("mode", 0o644)
+        if os.path.lexists(target.path):
+            return  # someone else created it meanwhile: that is what readers see now
+        if link is not None:
+            os.symlink(link, target.path)
+        elif content is not None:
+            with open(target.path, "wb") as handle:  # the create of remove-then-create
+                handle.write(content)
+            os.chmod(target.path, mode)
+
+
+class FileRewrite(Race):
+    """A file rewritten in place, truncate then write: readers in between see it empty, or
+    short (``written`` > 0: the share already written). ``open(path, "w")`` then ``write``,
+    ``cp`` onto an existing file, ``rsync --inplace``, ``torch.save(obj, path)`` or
+    ``json.dump`` into a cache entry's own name: a half-written compile artifact, kernel binary
+    or config. Triton's own ``FileCacheManager.put`` and torch inductor's ``write_atomic`` write
+    a temporary file and move it into place, which this race does not model."""
+
+    name = "file_rewrite"
+    models = (
+        "a file rewritten in place, truncate then write (open(path, 'w'), cp onto a file,"
+        " rsync --inplace, torch.save to the final name): empty or short in between"
+    )
+    in_all = False
+    on_paths = True
+
+    def __init__(self, written: float = 0.0) -> None:
+        if not 0.0 <= written < 1.0:
+            raise ValueError(f"invalid written={written!r}: expected a share from 0 to below 1")
+        self.written = written
+
+    def check(self, target: PathTarget) -> None:
+        _file_of(target, self.name)
+
+    def open(self, target: PathTarget) -> None:
+        real = Path(os.path.realpath(_file_of(target, self.name)))
+        break_hard_link(real)  # copy on write: never reach a source the file was linked from
+        content = real.read_bytes()
+        cut = int(len(content) * self.written)
+        handle = open(real, "wb")  # noqa: SIM115 - the rest is written when the window closes
+        handle.write(content[:cut])
+        handle.flush()
+        target.state.update(real=real, content=content, cut=cut, handle=handle)
+
+    def close(self, target: PathTarget) -> None:
+        content: bytes | None = target.state.pop("content", None)
+        handle: IO[bytes] | None = target.state.pop("handle", None)
+        real: Path | None = target.state.pop("real", None)
+        cut: int = target.state.pop("cut", 0)
+        if content is None or real is None:
+            return
+        if handle is None or handle.closed:
+            handle, cut = open(real, "wb"), 0  # noqa: SIM115
+        with handle:
+            handle.write(content[cut:])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(written={self.written})"
+
+
+class PartialWrite(FileRewrite):
+    """A file written straight into its final name as its bytes arrive, with no temporary
+    name: ``urllib.request.urlretrieve``, ``wget -O``, ``curl -o``, a copy or unpack into the
+    cache folder. For the window the file is there but short (half of it by default), then
+    it is completed; a reader that trusts a file because it exists reads a truncated one."""
+
+    name = "partial_write"
+    models = (
+        "a file written into its final name as it arrives (urlretrieve, wget -O, curl -o, cp or"
+        " tar into the cache): present but short for the window"
+    )
+
+    def __init__(self, written: float = 0.5) -> None:
+        super().__init__(written)
+
+
+class FolderMove(Race):
+    """A folder renamed aside and back: a cache cleaner or rotation step that moves a cache
+    folder away (``mv cache cache.old``) to scan, prune or archive it, then moves it back.
+    In between every path under it is gone, and a process that re-creates the folder finds an
+    empty one. On a file target the folder that holds the file is moved. If a process created
+    the folder again meanwhile, that one is moved aside (kept, never deleted) before the
+    original returns."""
+
+    name = "folder_move"
+    models = (
+        "a cache folder renamed aside and back by a cleanup or rotation (mv cache cache.old,"
+        " then back): every path under it is gone in between"
+    )
+    in_all = False
+    on_paths = True
+
+    def _folder(self, target: PathTarget) -> Path:
+        path = target.path
+        folder = path if path.is_dir() and not path.is_symlink() else path.parent
+        if not folder.exists():
+            raise StartupGuardError(f"race 'folder_move' needs an existing folder: {folder}")
+        if os.path.realpath(folder) == os.path.realpath(target.root):
+            raise StartupGuardError(
+                f"race 'folder_move' would move {target.root_name} itself ({folder}): arm it on a"
+                " folder inside it"
+            )
+        return folder
+
+    def check(self, target: PathTarget) -> None:
+        self._folder(target)
+
+    def watched(self, target: PathTarget) -> tuple[Path, ...]:
+        return (self._folder_of_state(target).parent,)
+
+    def is_hit(self, target: PathTarget, path: str) -> bool:
+        folder = str(self._folder_of_state(target))
+        path = os.path.abspath(path)
+        return path == folder or path.startswith(folder + os.sep)
+
+    def _folder_of_state(self, target: PathTarget) -> Path:
+        folder: Path | None = target.state.get("folder")
+        return folder if folder is not None else self._folder(target)
+
+    def open(self, target: PathTarget) -> None:
+        folder = self._folder(target)
+        aside = folder.with_name(f".{folder.name}.moved-{os.urandom(4).hex()}")
+        os.rename(folder, aside)
+        target.state.update(folder=folder, aside=aside)
+
+    def close(self, target: PathTarget) -> None:
+        aside: Path | None = target.state.pop("aside", None)
+        if aside is None:
+            return
+        folder: Path = target.state["folder"]
+        if os.path.lexists(folder):
+            os.rename(folder, folder.with_name(f"{folder.name}.recreated-{os.urandom(4).hex()}"))
+        os.rename(aside, folder)
+
+
+GENERIC_RACES: tuple[type[Race], ...] = (FileReplace, FileRewrite, PartialWrite, FolderMove)
