@@ -17,6 +17,7 @@ from pytest_startup_guard.fleet.fleet import ServerFleet
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.races.hubrace import HubRace
+from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.runtime.controller import RuntimeController
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -59,6 +60,34 @@ class Bench:
         )
         try:
             yield cache, races, fleets
+        finally:
+            fleets.stop_all()
+            races.close()
+            controller.close()
+            shutil.rmtree(self.folder / f"test-{number}", ignore_errors=True)
+
+
+    @contextmanager
+    def shared_test(self, seed: int = 0) -> Iterator[tuple[Path, HubRace, ServerFleet]]:
+        """One test's worth beyond the hub cache: a ``shared_dir`` the races may change, races
+        and fleets; all torn down after."""
+        with self.lock:
+            self.counter += 1
+            number = self.counter
+        shared = self.folder / f"test-{number}" / "shared"
+        shared.mkdir(parents=True)
+        controller = RuntimeController().start()
+        races = HubRace(controller, seed, PluginRoots(lambda: {"shared_dir": shared}))
+        fleets = ServerFleet(
+            controller,
+            self.folder / f"test-{number}" / "fleet",
+            self.leases,
+            self.reaper,
+            default_timeout=60,
+            races=lambda: races.armed,
+        )
+        try:
+            yield shared, races, fleets
         finally:
             fleets.stop_all()
             races.close()

@@ -4,8 +4,11 @@
    fake cache, under transient races and persistent corruptions; a table of server x case with
    the expected and the observed verdict;
 2. the fake cache: what the real transformers raises on each corruption;
-3. a test author's own race and the in-process verdicts;
-4. the import-race probe, the background-import scan and the start-method checks.
+3. beyond the hub cache (``test_shared_faults.py``): a shared compile cache under each generic
+   race, and a build lock a dead process left, each on a server that handles it and one that
+   does not;
+4. a test author's own race and the in-process verdicts;
+5. the import-race probe, the background-import scan and the start-method checks.
 
 Exits non-zero only when an observed verdict differs from the expected one. The full matrix
 (every race, every corruption, both loaders) runs in ``make test``.
@@ -27,10 +30,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import faults  # noqa: E402
 from zoo import POLICIES, WHY, expected  # noqa: E402
 
 ZOO_CASES = "autoconfig and (transient-pointer_swap or transient-ref_rewrite or corrupt-empty- or corrupt-no_model_type)"
 CASE_ID = re.compile(r"test_startup\[(transient|corrupt)-(\w+?)-(\w+)-(autoconfig|hub_json)\]")
+FAULT_ID = re.compile(r"\[(transient|stale)-(\w+)-(\w+)\]")
 
 
 def run_pytest(seed: int, workdir: Path, name: str, *args: str) -> list[tuple[str, str, str, str]]:
@@ -53,9 +58,9 @@ def run_pytest(seed: int, workdir: Path, name: str, *args: str) -> list[tuple[st
             if element is not None:
                 outcome = "fail" if tag == "failure" else "error"
                 text = element.get("message", "") + "\n" + (element.text or "")
-                problems = [
-                    line.strip()[2:] for line in text.splitlines() if line.strip().startswith("- ")
-                ]
+                # "  - problem" lines; in a long message junit keeps them in the traceback only
+                lines = [re.sub(r"^E\s+", "", line.strip()) for line in text.splitlines()]
+                problems = [line[2:] for line in lines if line.startswith("- ")]
                 detail = (
                     problems[0]
                     if problems
@@ -109,6 +114,35 @@ def zoo_table(rows: list[tuple[str, str, str, str]]) -> bool:
     return agree
 
 
+def faults_table(rows: list[tuple[str, str, str, str]]) -> bool:
+    """One row per fault beyond the hub cache and server policy: expected and observed."""
+    print()
+    print("Beyond the hub cache: a shared compile cache and a build lock, 2 servers per fleet")
+    print(f"{'fault':<16} {'server':<7} {'expected':<9} {'observed':<9} {'':<12} why")
+    agree = True
+    order = list(faults.EXPECTED)
+    cells = []
+    for name, outcome, detail, _ in rows:
+        match = FAULT_ID.search(name)
+        if match:
+            _kind, fault, policy = match.groups()
+            cells.append((order.index(fault), fault, policy, outcome, detail))
+    for _, fault, policy, outcome, detail in sorted(cells):
+        want = faults.EXPECTED[fault][policy]
+        same = outcome == want
+        agree &= same
+        why = faults.WHY.get(policy, "") if outcome == "fail" else ""
+        if outcome == "fail" and detail:
+            why = f"{why}: {detail}" if why else detail
+        status = "as expected" if same else "DIFFERENT"
+        print(f"{fault:<16} {policy:<7} {want:<9} {outcome:<9} {status:<12} {why[:110]}")
+    expected_cells = sum(len(policies) for policies in faults.EXPECTED.values())
+    if len(cells) != expected_cells:
+        print(f"  {expected_cells - len(cells)} of {expected_cells} rows are missing")
+        agree = False
+    return agree
+
+
 def main() -> int:
     seed = int(os.environ.get("STARTUP_GUARD_SEED") or random.SystemRandom().randrange(2**32))
     started = time.monotonic()
@@ -118,6 +152,9 @@ def main() -> int:
             seed, workdir, "zoo", "test_zoo.py", "-k", ZOO_CASES, "-p", "xdist", "-n", "2"
         )
         cache = run_pytest(seed, workdir, "cache", "test_fake_cache.py")
+        shared = run_pytest(
+            seed, workdir, "faults", "test_shared_faults.py", "-p", "xdist", "-n", "2"
+        )
         own = run_pytest(seed, workdir, "own", "test_own_race.py")
         imports = run_pytest(seed, workdir, "imports", "imports", "-p", "xdist", "-n", "2")
     agree = zoo_table(zoo)
@@ -126,6 +163,7 @@ def main() -> int:
     for name, outcome, _detail, caught in cache:
         print(f"  {name:<52} {outcome:<5} {caught}")
         agree &= outcome == "pass"
+    agree &= faults_table(shared)
     print()
     print("A race of your own (snapshot_resync) and the in-process verdicts")
     for name, outcome, detail, _ in own:

@@ -1,0 +1,202 @@
+"""Faults beyond the hub cache: each generic race and stale lock, caught and never a false alarm.
+
+The servers are the examples' (``examples/faults.py``): ``cache_server.py`` loads a compiled
+kernel from a shared compile cache, ``lock_server.py`` builds an extension under a build lock.
+For each fault, in one run of this script:
+
+- caught: a fleet of 4 servers that do not handle it (no retry; a ``FileBaton``-style wait)
+  under the fault's default deterministic trigger, interleaved with a clean start-up of the same
+  fleet. Target: 100% of runs caught. For a generic race, the first failure within 1.3x the clean
+  start-up (median of the interleaved pairs, with the spread). A server that waits forever on a
+  stale lock can only be caught at the readiness time-out: its figure is the time to the verdict
+  over that time-out.
+- false alarms: start-ups of a fleet of 2 servers that handle it (a bounded retry; breaking the
+  stale lock, failing closed, filelock's ``SoftFileLock``), each judged by the plugin's own
+  verdict (``StartupCase.check``). Target: 0 wrong verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from harness import Figure, emit, figure, parse_args
+from workbench import EXAMPLES, Bench, workbench
+
+from pytest_startup_guard import ready
+from pytest_startup_guard.fleet.fleet import Fleet, ServerFleet
+from pytest_startup_guard.verdicts.cases import CaseSpec, StartupCase
+
+sys.path.insert(0, str(EXAMPLES))
+from faults import KERNEL, kernel_server, lock_server
+
+GENERIC = ("file_replace", "file_rewrite", "partial_write", "folder_move")
+STALE = ("stale_lock", "stale_soft_lock")
+HANDLERS = {
+    **{race: ("retry",) for race in GENERIC},
+    "stale_lock": ("break", "fail"),
+    "stale_soft_lock": ("soft",),
+}
+LOCK_TIMEOUT = 2.0  # readiness time-out of the stale-lock fleets: a hang is caught by then
+
+
+def prepare(shared: Path, fault: str) -> tuple[Path, Path]:
+    """(what the fault is applied to, the folder the servers are pointed at)."""
+    if fault in STALE:
+        return shared / "build" / "lock", shared / "build"
+    entry = shared / "kernels" / "matmul.json"
+    entry.parent.mkdir()
+    entry.write_text(json.dumps(KERNEL))
+    return entry, shared
+
+
+def command(fault: str, folder: Path, policy: str) -> list[str]:
+    return lock_server(folder, policy) if fault in STALE else kernel_server(folder, policy)
+
+
+def launch(fleets: ServerFleet, fault: str, folder: Path, policy: str, count: int) -> Fleet:
+    timeout = LOCK_TIMEOUT if fault in STALE else 60.0
+    return fleets.launch(
+        command(fault, folder, policy), count=count, ready=ready.http("/health"), timeout=timeout
+    )
+
+
+def first_failure(fleet: Fleet, started: float) -> float | None:
+    """Seconds from the launch to the first server that exited or hung (the verdict's moment)."""
+    moments = [
+        s.seconds_to_exit if s.state == "exited" else s.seconds_to_timeout
+        for s in fleet.servers
+        if s.state in ("exited", "hung")
+    ]
+    moments = [m for m in moments if m is not None]
+    if not moments or fleet.released_t is None:
+        return None
+    return (fleet.released_t - started) + min(moments)
+
+
+def caught_run(bench: Bench, fault: str, run: int, count: int) -> float | None:
+    """One start-up of servers that do not handle ``fault``; seconds to the first failure."""
+    policy = "wait" if fault in STALE else "naive"
+    with bench.shared_test(seed=run) as (shared, races, fleets):
+        target, folder = prepare(shared, fault)
+        races.arm_path(fault, target)
+        started = time.monotonic()
+        fleet = launch(fleets, fault, folder, policy, count)
+        return first_failure(fleet, started)
+
+
+def clean_run(bench: Bench, fault: str, count: int) -> float:
+    """The same fleet with no fault: seconds until every server is ready."""
+    policy = "wait" if fault in STALE else "naive"
+    with bench.shared_test() as (shared, _races, fleets):
+        _target, folder = prepare(shared, fault)
+        started = time.monotonic()
+        launch(fleets, fault, folder, policy, count).assert_all_ready()
+        return time.monotonic() - started
+
+
+def judged_run(bench: Bench, fault: str, policy: str, run: int) -> str | None:
+    """One start-up of servers that handle ``fault``, judged as startup_case judges; None when
+    the verdict held, else its first problem."""
+    kind = "stale" if fault in STALE else "transient"
+    with bench.shared_test(seed=run) as (shared, races, fleets):
+        target, folder = prepare(shared, fault)
+        case = StartupCase(CaseSpec(kind, fault), races, run, "bench_faults")
+        case.apply(target)
+        try:
+            case.check(launch(fleets, fault, folder, policy, 2))
+        except AssertionError as error:
+            lines = [line.strip() for line in str(error).splitlines()]
+            return next((line[2:] for line in lines if line.startswith("- ")), lines[0])
+        return None
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f} to {max(values):.2f}" if values else "-"
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "")
+    pairs = 2 if args.quick else 10
+    count = 2 if args.quick else 4
+    alarms_per_fault = 4 if args.quick else 100
+    figures: list[Figure] = []
+    with workbench() as bench:
+        for fault in (*GENERIC, *STALE):
+            firsts: list[float | None] = []
+            cleans: list[float] = []
+            for run in range(pairs):  # interleaved: a clean start-up, then a raced one
+                cleans.append(clean_run(bench, fault, count))
+                firsts.append(caught_run(bench, fault, run, count))
+            caught = [first for first in firsts if first is not None]
+            share = len(caught) / len(firsts)
+            figures.append(
+                figure(
+                    f"faults: {fault}: runs that catch it",
+                    100 * share,
+                    "%",
+                    target="100%",
+                    passed=share == 1.0,
+                    detail=f"{len(caught)}/{len(firsts)} start-ups of {count} servers that do not"
+                    " handle it",
+                )
+            )
+            if not caught:
+                continue
+            if fault in STALE:
+                ratio = statistics.median(caught) / LOCK_TIMEOUT
+                figures.append(
+                    figure(
+                        f"faults: {fault}: verdict / readiness time-out",
+                        ratio,
+                        "x",
+                        target="<= 1.3",
+                        passed=ratio <= 1.3,
+                        detail=f"a server that waits forever is caught at the {LOCK_TIMEOUT:g} s"
+                        f" time-out; verdict after {spread(caught)} s",
+                    )
+                )
+            else:
+                ratios = [f / c for f, c in zip(firsts, cleans, strict=True) if f is not None]
+                ratio = statistics.median(caught) / statistics.median(cleans)
+                figures.append(
+                    figure(
+                        f"faults: {fault}: first failure / clean start-up",
+                        ratio,
+                        "x",
+                        target="<= 1.3",
+                        passed=ratio <= 1.3,
+                        detail=f"median first failure {1000 * statistics.median(caught):.0f} ms,"
+                        f" clean {1000 * statistics.median(cleans):.0f} ms; pair ratios"
+                        f" {spread(ratios)}",
+                    )
+                )
+        plan = [
+            (fault, policy, run)
+            for run in range(alarms_per_fault)
+            for fault in (*GENERIC, *STALE)
+            for policy in HANDLERS[fault][run % len(HANDLERS[fault]) :][:1]
+        ]
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            verdicts = list(pool.map(lambda item: judged_run(bench, *item), plan))
+    wrong = [(item, problem) for item, problem in zip(plan, verdicts, strict=True) if problem]
+    figures.append(
+        figure(
+            f"faults: false alarms in {len(plan)} raced start-ups of servers that handle them",
+            len(wrong),
+            "runs",
+            target="0",
+            passed=not wrong,
+            detail=f"{alarms_per_fault} per fault, fleets of 2"
+            + (f"; first: {wrong[0][0]}: {wrong[0][1][:160]}" if wrong else ""),
+        )
+    )
+    emit(figures, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
