@@ -10,6 +10,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -316,3 +319,34 @@ def test_the_default_trigger_of_a_stale_lock_leaves_it_until_teardown(
     result.assert_outcomes(passed=2)
     locks = re.findall(r"LOCK (\S+)", result.stdout.str())
     assert len(locks) == 2 and not any(os.path.lexists(lock) for lock in locks)
+
+
+def test_every_fault_of_the_shared_faults_example_gives_the_expected_verdict(
+    tmp_path: Path,
+) -> None:
+    """``examples/test_shared_faults.py`` (the demo's rows): observed verdicts = ``faults.EXPECTED``."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    from faults import EXPECTED
+
+    junit = tmp_path / "faults.xml"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("STARTUP_GUARD_", "PYTEST_"))
+    }
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "startup_guard", "-p", "no:cacheprovider", "-q",
+         f"--basetemp={tmp_path / 'tmp'}", f"--junitxml={junit}", "test_shared_faults.py"],
+        cwd=ROOT / "examples", env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    observed = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        match = re.search(r"\[(?:transient|stale)-(\w+)-(\w+)\]", case.get("name", ""))
+        assert match, case.get("name")
+        observed[match.groups()] = "fail" if case.find("failure") is not None else "pass"
+    wanted = {
+        (fault, policy): verdict
+        for fault, policies in EXPECTED.items()
+        for policy, verdict in policies.items()
+    }
+    assert observed == wanted, completed.stdout[-3000:]

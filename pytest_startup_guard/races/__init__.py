@@ -1,8 +1,10 @@
-"""Transient races: the catalog, the ``Race`` base, triggers, armed windows and ``hub_race``.
+"""Races: the catalog, the ``Race`` base, triggers, armed windows and ``hub_race``.
 
-Owns the race catalog and registry (``catalog``), when windows open and close (``triggers``),
-an armed race's windows and hits (``armed``), the seeded chaos refresher process
-(``refresher``) and the per-test ``HubRace`` that arms and explores (``hubrace``).
+Owns the ``Race`` base and what it works on (``base``), the hub races and the registry
+(``catalog``), races on any shared folder (``generic``), stale locks (``locks``), the folders a
+test may race under (``roots``), when windows open and close (``triggers``), an armed race's
+windows and hits (``armed``), the seeded chaos refresher process (``refresher``) and the
+per-test ``HubRace`` that arms and explores (``hubrace``).
 
 May import: settings, runtime, cache.
 """
