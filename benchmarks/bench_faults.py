@@ -1,18 +1,22 @@
-"""Faults beyond the hub cache: each generic race and stale lock, caught and never a false alarm.
+"""Faults beyond the hub cache: each generic race, stale lock and port fault, caught and never a
+false alarm.
 
 The servers are the examples' (``examples/faults.py``): ``cache_server.py`` loads a compiled
-kernel from a shared compile cache, ``lock_server.py`` builds an extension under a build lock.
+kernel from a shared compile cache, ``lock_server.py`` builds an extension under a build lock,
+``port_server.py`` binds the port it is told.
 For each fault, in one run of this script:
 
-- caught: a fleet of 4 servers that do not handle it (no retry; a ``FileBaton``-style wait)
+- caught: a fleet of 4 servers that do not handle it (no retry; a ``FileBaton``-style wait; a
+  server that dies on a busy port, ``port_taken`` on member 1 or ``same_port`` of members 0, 1)
   under the fault's default deterministic trigger, interleaved with a clean start-up of the same
   fleet. Target: 100% of runs caught. For a generic race, the first failure within 1.3x the clean
   start-up (median of the interleaved pairs, with the spread). A server that waits forever on a
   stale lock can only be caught at the readiness time-out: its figure is the time to the verdict
   over that time-out.
 - false alarms: start-ups of a fleet of 2 servers that handle it (a bounded retry; breaking the
-  stale lock, failing closed, filelock's ``SoftFileLock``), each judged by the plugin's own
-  verdict (``StartupCase.check``). Target: 0 wrong verdicts.
+  stale lock, failing closed, filelock's ``SoftFileLock``; retrying the bind, moving to another
+  port), each judged by the plugin's own verdict (``StartupCase.check``; for a port fault: every
+  server ready, on a port of its own, and the fault met). Target: 0 wrong verdicts.
 """
 
 from __future__ import annotations
@@ -27,25 +31,32 @@ from pathlib import Path
 from harness import Figure, emit, figure, parse_args
 from workbench import EXAMPLES, Bench, workbench
 
-from pytest_startup_guard import ready
+from pytest_startup_guard import port_taken, ready, same_port
 from pytest_startup_guard.fleet.fleet import Fleet, ServerFleet
 from pytest_startup_guard.verdicts.cases import CaseSpec, StartupCase
 
 sys.path.insert(0, str(EXAMPLES))
-from faults import KERNEL, kernel_server, lock_server
+from faults import KERNEL, kernel_server, lock_server, port_server
 
 GENERIC = ("file_replace", "file_rewrite", "partial_write", "folder_move")
 STALE = ("stale_lock", "stale_soft_lock")
+PORTS = ("port_taken", "same_port")
 HANDLERS = {
     **{race: ("retry",) for race in GENERIC},
     "stale_lock": ("break", "fail"),
     "stale_soft_lock": ("soft",),
+    "port_taken": ("retry",),
+    "same_port": ("other_port",),
 }
+UNHANDLED = {**{fault: "naive" for fault in GENERIC}, **dict.fromkeys(STALE, "wait")}
+UNHANDLED.update(dict.fromkeys(PORTS, "die"))
 LOCK_TIMEOUT = 2.0  # readiness time-out of the stale-lock fleets: a hang is caught by then
 
 
 def prepare(shared: Path, fault: str) -> tuple[Path, Path]:
     """(what the fault is applied to, the folder the servers are pointed at)."""
+    if fault in PORTS:
+        return shared, shared
     if fault in STALE:
         return shared / "build" / "lock", shared / "build"
     entry = shared / "kernels" / "matmul.json"
@@ -55,13 +66,27 @@ def prepare(shared: Path, fault: str) -> tuple[Path, Path]:
 
 
 def command(fault: str, folder: Path, policy: str) -> list[str]:
+    if fault in PORTS:
+        return port_server(policy)
     return lock_server(folder, policy) if fault in STALE else kernel_server(folder, policy)
 
 
-def launch(fleets: ServerFleet, fault: str, folder: Path, policy: str, count: int) -> Fleet:
-    timeout = LOCK_TIMEOUT if fault in STALE else 60.0
+def launch(
+    fleets: ServerFleet, fault: str | None, folder: Path, policy: str, count: int, kind: str
+) -> Fleet:
+    """A fleet of ``count`` servers of ``kind``'s example; with ``fault`` a port fault on it."""
+    faults = []
+    if fault == "port_taken":
+        faults = [port_taken(member=1, hold=0.5)]
+    elif fault == "same_port":
+        faults = [same_port((0, 1))]
+    timeout = LOCK_TIMEOUT if kind in STALE else 60.0
     return fleets.launch(
-        command(fault, folder, policy), count=count, ready=ready.http("/health"), timeout=timeout
+        command(kind, folder, policy),
+        count=count,
+        ready=ready.http("/health"),
+        timeout=timeout,
+        faults=faults,
     )
 
 
@@ -80,22 +105,22 @@ def first_failure(fleet: Fleet, started: float) -> float | None:
 
 def caught_run(bench: Bench, fault: str, run: int, count: int) -> float | None:
     """One start-up of servers that do not handle ``fault``; seconds to the first failure."""
-    policy = "wait" if fault in STALE else "naive"
     with bench.shared_test(seed=run) as (shared, races, fleets):
         target, folder = prepare(shared, fault)
-        races.arm_path(fault, target)
+        if fault not in PORTS:
+            races.arm_path(fault, target)
         started = time.monotonic()
-        fleet = launch(fleets, fault, folder, policy, count)
+        port_fault = fault if fault in PORTS else None
+        fleet = launch(fleets, port_fault, folder, UNHANDLED[fault], count, fault)
         return first_failure(fleet, started)
 
 
 def clean_run(bench: Bench, fault: str, count: int) -> float:
     """The same fleet with no fault: seconds until every server is ready."""
-    policy = "wait" if fault in STALE else "naive"
     with bench.shared_test() as (shared, _races, fleets):
         _target, folder = prepare(shared, fault)
         started = time.monotonic()
-        launch(fleets, fault, folder, policy, count).assert_all_ready()
+        launch(fleets, None, folder, UNHANDLED[fault], count, fault).assert_all_ready()
         return time.monotonic() - started
 
 
@@ -105,10 +130,20 @@ def judged_run(bench: Bench, fault: str, policy: str, run: int) -> str | None:
     kind = "stale" if fault in STALE else "transient"
     with bench.shared_test(seed=run) as (shared, races, fleets):
         target, folder = prepare(shared, fault)
+        if fault in PORTS:
+            fleet = launch(fleets, fault, folder, policy, 2, fault)
+            if not fleet.faults[0].met:
+                return f"{fleet.faults[0].describe()} was never met"
+            try:
+                fleet.assert_all_ready()
+            except AssertionError as error:
+                return str(error).splitlines()[0]
+            owned = [server.port_owned for server in fleet.servers if server.port_owned is not None]
+            return None if all(owned) else "a server was probed on a port it does not own"
         case = StartupCase(CaseSpec(kind, fault), races, run, "bench_faults")
         case.apply(target)
         try:
-            case.check(launch(fleets, fault, folder, policy, 2))
+            case.check(launch(fleets, None, folder, policy, 2, fault))
         except AssertionError as error:
             lines = [line.strip() for line in str(error).splitlines()]
             return next((line[2:] for line in lines if line.startswith("- ")), lines[0])
@@ -126,7 +161,7 @@ def main() -> None:
     alarms_per_fault = 4 if args.quick else 100
     figures: list[Figure] = []
     with workbench() as bench:
-        for fault in (*GENERIC, *STALE):
+        for fault in (*GENERIC, *STALE, *PORTS):
             firsts: list[float | None] = []
             cleans: list[float] = []
             for run in range(pairs):  # interleaved: a clean start-up, then a raced one
@@ -178,7 +213,7 @@ def main() -> None:
         plan = [
             (fault, policy, run)
             for run in range(alarms_per_fault)
-            for fault in (*GENERIC, *STALE)
+            for fault in (*GENERIC, *STALE, *PORTS)
             for policy in HANDLERS[fault][run % len(HANDLERS[fault]) :][:1]
         ]
         with ThreadPoolExecutor(max_workers=6) as pool:

@@ -66,7 +66,6 @@ class Bench:
             controller.close()
             shutil.rmtree(self.folder / f"test-{number}", ignore_errors=True)
 
-
     @contextmanager
     def shared_test(self, seed: int = 0) -> Iterator[tuple[Path, HubRace, ServerFleet]]:
         """One test's worth beyond the hub cache: a ``shared_dir`` the races may change, races

@@ -23,11 +23,14 @@ EXPECTED: dict[str, dict[str, str]] = {
     "folder_move": {"naive": "fail", "retry": "pass"},
     "stale_lock": {"wait": "fail", "fail": "pass", "break": "pass"},
     "stale_soft_lock": {"soft": "pass"},
+    "port_taken": {"die": "fail", "retry": "pass"},
+    "same_port": {"die": "fail", "other_port": "pass"},
 }
 
 WHY = {
     "naive": "dies on the race",
     "wait": "waits forever on the stale lock",
+    "die": "dies on the busy port",
 }
 
 
@@ -56,4 +59,15 @@ def lock_server(build: Path, policy: str) -> list[str]:
         "--lock-timeout",
         "1",
         *style,
+    ]
+
+
+def port_server(policy: str) -> list[str]:
+    return [
+        sys.executable,
+        str(SERVERS / "port_server.py"),
+        "--port",
+        "{port}",
+        "--on-busy",
+        policy.replace("_", "-"),
     ]

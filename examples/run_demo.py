@@ -5,8 +5,8 @@
    the expected and the observed verdict;
 2. the fake cache: what the real transformers raises on each corruption;
 3. beyond the hub cache (``test_shared_faults.py``): a shared compile cache under each generic
-   race, and a build lock a dead process left, each on a server that handles it and one that
-   does not;
+   race, a build lock a dead process left and the fleet's ports taken or shared, each on a
+   server that handles it and one that does not;
 4. a test author's own race and the in-process verdicts;
 5. the import-race probe, the background-import scan and the start-method checks.
 
@@ -35,7 +35,7 @@ from zoo import POLICIES, WHY, expected  # noqa: E402
 
 ZOO_CASES = "autoconfig and (transient-pointer_swap or transient-ref_rewrite or corrupt-empty- or corrupt-no_model_type)"
 CASE_ID = re.compile(r"test_startup\[(transient|corrupt)-(\w+?)-(\w+)-(autoconfig|hub_json)\]")
-FAULT_ID = re.compile(r"\[(transient|stale)-(\w+)-(\w+)\]")
+FAULT_ID = re.compile(r"\[(transient|stale|port)-(\w+)-(\w+)\]")
 
 
 def run_pytest(seed: int, workdir: Path, name: str, *args: str) -> list[tuple[str, str, str, str]]:
@@ -117,7 +117,9 @@ def zoo_table(rows: list[tuple[str, str, str, str]]) -> bool:
 def faults_table(rows: list[tuple[str, str, str, str]]) -> bool:
     """One row per fault beyond the hub cache and server policy: expected and observed."""
     print()
-    print("Beyond the hub cache: a shared compile cache and a build lock, 2 servers per fleet")
+    print(
+        "Beyond the hub cache: a shared compile cache, a build lock and ports, 2 servers per fleet"
+    )
     print(f"{'fault':<16} {'server':<7} {'expected':<9} {'observed':<9} {'':<12} why")
     agree = True
     order = list(faults.EXPECTED)

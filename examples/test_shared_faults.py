@@ -1,11 +1,12 @@
-"""Beyond the hub cache: a shared compile cache raced, and a build lock a dead process left.
+"""Beyond the hub cache: a shared compile cache raced, a build lock a dead process left, ports.
 
     pytest -p startup_guard examples/test_shared_faults.py
 
 Each test is one server policy under one fault. ``faults.EXPECTED`` says which policies pass:
 the kernel server without a retry dies on every generic race, the build server that waits like
 torch's ``FileBaton`` hangs on a stale lock (caught at the readiness time-out, the lock named),
-and the ones that retry, fail closed or break the lock pass.
+the port server that dies on a busy port is named with its fault, and the ones that retry, fail
+closed, break the lock or move to another port pass.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import os
 from pathlib import Path
 
 import pytest
-from faults import KERNEL, kernel_server, lock_server
+from faults import KERNEL, kernel_server, lock_server, port_server
 
-from pytest_startup_guard import ServerFleet, StartupCase, ready
+from pytest_startup_guard import ServerFleet, StartupCase, port_taken, ready, same_port
 
 SERVERS = int(os.environ.get("ZOO_SERVERS", "2"))
 TIMEOUT = float(os.environ.get("ZOO_TIMEOUT", "8"))
@@ -72,3 +73,19 @@ def test_soft_build_lock(
         timeout=LOCK_TIMEOUT,
     )
     startup_case.check(fleet)
+
+
+PORT_CASES = [("port_taken", "die"), ("port_taken", "retry"), ("same_port", "die"),
+              ("same_port", "other_port")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fault", "policy"), PORT_CASES, ids=[f"port-{fault}-{policy}" for fault, policy in PORT_CASES]
+)
+def test_ports(server_fleet: ServerFleet, fault: str, policy: str) -> None:
+    faults = [port_taken(member=1, hold=0.5)] if fault == "port_taken" else [same_port((0, 1))]
+    fleet = server_fleet.launch(
+        port_server(policy), count=2, ready=ready.http("/health"), timeout=TIMEOUT, faults=faults
+    )
+    assert fleet.faults[0].met
+    fleet.assert_all_ready()

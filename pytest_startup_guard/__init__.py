@@ -36,6 +36,12 @@ _EXPORTS = {
     "Server": "pytest_startup_guard.fleet.fleet",
     "ServerFleet": "pytest_startup_guard.fleet.fleet",
     "cpu_load": "pytest_startup_guard.fleet.load",
+    "port_taken": "pytest_startup_guard.fleet.port_faults",
+    "same_port": "pytest_startup_guard.fleet.port_faults",
+    "PortTaken": "pytest_startup_guard.fleet.port_faults",
+    "SamePort": "pytest_startup_guard.fleet.port_faults",
+    "PortHit": "pytest_startup_guard.fleet.port_faults",
+    "ArmedPortFault": "pytest_startup_guard.fleet.port_faults",
     "StartupCase": "pytest_startup_guard.verdicts.cases",
     "assert_survives": "pytest_startup_guard.verdicts.in_process",
     "assert_fails_closed": "pytest_startup_guard.verdicts.in_process",
@@ -61,6 +67,7 @@ _MODULES = {"ready": "pytest_startup_guard.fleet.ready"}
 __all__ = [
     "CORRUPTIONS",
     "RACES",
+    "ArmedPortFault",
     "ArmedRace",
     "BackgroundImport",
     "CachedRepo",
@@ -74,9 +81,12 @@ __all__ = [
     "ImportRaceResult",
     "ImportRun",
     "PathTarget",
+    "PortHit",
+    "PortTaken",
     "Race",
     "RaceTarget",
     "RuntimeController",
+    "SamePort",
     "ScanReport",
     "Server",
     "ServerFleet",
@@ -98,8 +108,10 @@ __all__ = [
     "import_race",
     "on_access",
     "placed",
+    "port_taken",
     "ready",
     "register_race",
+    "same_port",
     "scan_background_imports",
 ]
 
@@ -112,6 +124,14 @@ if TYPE_CHECKING:
     from pytest_startup_guard.fleet import ready
     from pytest_startup_guard.fleet.fleet import Fleet, Server, ServerFleet
     from pytest_startup_guard.fleet.load import cpu_load
+    from pytest_startup_guard.fleet.port_faults import (
+        ArmedPortFault,
+        PortHit,
+        PortTaken,
+        SamePort,
+        port_taken,
+        same_port,
+    )
     from pytest_startup_guard.imports.probe import (
         ImportProbeError,
         ImportRaceProbe,

@@ -341,7 +341,7 @@ def test_every_fault_of_the_shared_faults_example_gives_the_expected_verdict(
     )  # fmt: skip
     observed = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
-        match = re.search(r"\[(?:transient|stale)-(\w+)-(\w+)\]", case.get("name", ""))
+        match = re.search(r"\[(?:transient|stale|port)-(\w+)-(\w+)\]", case.get("name", ""))
         assert match, case.get("name")
         observed[match.groups()] = "fail" if case.find("failure") is not None else "pass"
     wanted = {

@@ -6,6 +6,10 @@ together, and then watches each member on its own thread: ready (its probe says 
 hung (still not ready at the time-out: its Python stacks are collected). Output goes to a file
 per member, never to a pipe that could fill up. ``stop`` and teardown end whole process trees:
 SIGTERM, then SIGKILL after a grace period.
+
+``faults=`` puts port faults on a launch (``port_faults``): they are armed before any member
+starts, a member they involve is probed only on a port its own tree listens on, and a fault
+that no member met fails the launch.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
+from pytest_startup_guard.fleet.port_faults import ArmedPortFault, PortFault, PortFaults
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
 from pytest_startup_guard.fleet.process_tree import ByPid, Child, Target, end_trees
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
@@ -119,6 +124,10 @@ class Server:
     seconds_to_timeout: float | None = None  # when it was found hung or undecided (wall)
     stacks: dict[int, str] = field(default_factory=dict)
     member: str = ""
+    told_port: int | None = None  # the port it was told ({port}); ``port`` is where it serves
+    # In a port fault: whether its own process tree was seen listening on ``port`` when it was
+    # found ready (None: not in a port fault, or not ready).
+    port_owned: bool | None = None
     _hits: Callable[[], list[Hit]] = field(default=lambda: [], repr=False)
 
     @property
@@ -145,6 +154,8 @@ class Server:
 
     def describe(self) -> str:
         head = f"server {self.index}  pid {self.pid}" + (f"  port {self.port}" if self.port else "")
+        if self.told_port is not None and self.port != self.told_port:
+            head += f" (told {self.told_port})"
         return f"{head}  {self.status()}"
 
     def status(self) -> str:
@@ -195,6 +206,18 @@ class Server:
         return "\n".join(lines)
 
 
+def _needs_port(argv: Sequence[str], ready: ready_module.Probe) -> bool:
+    """Whether members get a port: argv has ``{port}``, or the probe connects to one."""
+    return any("{port}" in arg for arg in argv) or isinstance(
+        ready, (ready_module.Http, ready_module.Tcp)
+    )
+
+
+def _describe_probe(ready: ready_module.Probe) -> str:
+    describe = getattr(ready, "describe", None)
+    return str(describe()) if callable(describe) else repr(ready)
+
+
 @dataclass
 class _Running:
     server: Server
@@ -243,6 +266,12 @@ class Fleet:
         self._reaper = reaper
         self.released_t: float | None = None
         self.stopped = False
+        self.port_faults: PortFaults | None = None
+
+    @property
+    def faults(self) -> list[ArmedPortFault]:
+        """The launch's port faults, in the order given: ``.port``, ``.hits``, ``.met``."""
+        return list(self.port_faults.armed) if self.port_faults is not None else []
 
     @property
     def servers(self) -> list[Server]:
@@ -257,7 +286,8 @@ class Fleet:
     def summary(self) -> str:
         ready = sum(1 for server in self.servers if server.ready)
         head = f"fleet of {len(self)} x `{self.label}`: {ready} of {len(self)} ready within {self.timeout:g} s"
-        return "\n".join([head, *(server.report() for server in self.servers)])
+        faults = self.port_faults.lines() if self.port_faults is not None else []
+        return "\n".join([head, *faults, *(server.report() for server in self.servers)])
 
     def assert_all_ready(self) -> None:
         """Every member came up (and its probe accepted it); the message lists every member."""
@@ -294,11 +324,24 @@ class Fleet:
             }
         return pids | {server.pid}
 
+    def tree_pids(self, server: Server) -> set[int]:
+        """``members_pids`` and every descendant of the member, Python or not, as they are now."""
+        import psutil
+
+        pids = self.members_pids(server)
+        try:
+            pids |= {child.pid for child in psutil.Process(server.pid).children(recursive=True)}
+        except psutil.Error:
+            pass
+        return pids
+
     def stop(self, grace: float = GRACE_SECONDS) -> None:
         """SIGTERM every process tree of the fleet, SIGKILL what is left after ``grace``."""
         if self.stopped:
             return
         self.stopped = True
+        if self.port_faults is not None:
+            self.port_faults.close()  # ports taken by port_taken faults are given back
         with _alarm_blocked():
             members = [running.process for running in self._running]
             targets: list[Target] = [*map(Child, members), *self._descendants()]
@@ -353,6 +396,39 @@ def _alarm_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+class _FleetMembers:
+    """A fleet's members as its port faults see them (``port_faults.Members``)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    def _server(self, index: int) -> Server | None:
+        for server in self.fleet.servers:
+            if server.index == index:
+                return server
+        return None
+
+    def label(self, index: int) -> str | None:
+        server = self._server(index)
+        return server.member if server is not None else None
+
+    def pid(self, index: int) -> int | None:
+        server = self._server(index)
+        return server.pid if server is not None else None
+
+    def tree(self, index: int) -> set[int]:
+        server = self._server(index)
+        return self.fleet.tree_pids(server) if server is not None else set()
+
+    def settled(self, index: int) -> bool:
+        server = self._server(index)
+        return server is not None and server.state != "starting"
+
+    def status(self, index: int) -> str:
+        server = self._server(index)
+        return server.status() if server is not None else "never started"
+
+
 class ServerFleet:
     """The ``server_fleet`` fixture: ``launch`` fleets; everything stops at teardown."""
 
@@ -389,21 +465,49 @@ class ServerFleet:
         timeout: float | None = None,
         cwd: str | os.PathLike[str] | None = None,
         ports: Sequence[int] | None = None,
+        faults: Sequence[PortFault] | PortFault | None = None,
     ) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
-        exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown."""
+        exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
+
+        ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
+        ``AssertionError`` here, unless it was made with ``allow_miss=True``."""
+        __tracebackhide__ = True
         argv, timeout = self._checked_arguments(argv, count, ready, timeout, ports)
+        port_faults = PortFaults(
+            faults,
+            count=count,
+            needs_port=_needs_port(argv, ready),
+            ready_label=_describe_probe(ready),
+        )
         workdir = Path(cwd) if cwd is not None else None
         base_env = self._environment(self._watched_cache(cache), env)
         program = resolve_command(argv[0], base_env, workdir)
         plan = _Plan(argv, count, base_env, workdir, python=runs_python(program))
         leases = self._lease_ports(argv, count, ready, ports)
+        told = port_faults.told_ports(
+            [lease.port if lease is not None else None for lease in leases]
+        )
         fleet, folder = self._new_fleet(plan.label, count, timeout)
-        self._start_members(fleet, plan, folder, leases)
+        fleet.port_faults = port_faults
+        try:
+            port_faults.arm(self.controller, told, _FleetMembers(fleet), python=plan.python)
+        except BaseException:
+            port_faults.close()
+            for lease in leases:
+                if lease is not None:
+                    lease.release()
+            raise
+        self._start_members(fleet, plan, folder, leases, told)
         if plan.python:  # only a Python member reports in at the barrier
             self._await_arrivals(fleet)
         fleet.released_t = fleet.group.release()
+        port_faults.released(fleet.released_t)
         self._watch(fleet, ready, timeout)
+        port_faults.settle()
+        misses = port_faults.misses()
+        if misses:
+            raise AssertionError("\n".join([*misses, fleet.summary()]))
         return fleet
 
     def _checked_arguments(
@@ -465,12 +569,9 @@ class ServerFleet:
     ) -> list[Lease | None]:
         """One lease per member: the ports asked for, free ones where argv or the probe needs
         a port, else None."""
-        needs_port = any("{port}" in arg for arg in argv) or isinstance(
-            ready, (ready_module.Http, ready_module.Tcp)
-        )
         if ports is not None:
             return list(self.leases.lease_exactly(list(ports)))
-        if needs_port:
+        if _needs_port(argv, ready):
             return list(self.leases.lease(count))
         return [None] * count
 
@@ -484,21 +585,35 @@ class ServerFleet:
         return fleet, folder
 
     def _start_members(
-        self, fleet: Fleet, plan: _Plan, folder: Path, leases: list[Lease | None]
+        self,
+        fleet: Fleet,
+        plan: _Plan,
+        folder: Path,
+        leases: list[Lease | None],
+        told: list[int | None],
     ) -> None:
-        """Start one member per lease; if any start fails, stop those already started."""
+        """Start one member per lease, each told its port; if any start fails, stop those
+        already started."""
         try:
             for index, lease in enumerate(leases):
-                self._start_member(fleet, plan, folder, index, lease)
+                self._start_member(fleet, plan, folder, index, lease, told[index])
         except BaseException:
             fleet.stop()
+            for lease in leases[len(fleet._running) :]:
+                if lease is not None:
+                    lease.release()
             raise
 
     def _start_member(
-        self, fleet: Fleet, plan: _Plan, folder: Path, index: int, lease: Lease | None
+        self,
+        fleet: Fleet,
+        plan: _Plan,
+        folder: Path,
+        index: int,
+        lease: Lease | None,
+        port: int | None,
     ) -> None:
         """Start member ``index`` (held at the start barrier if it runs Python) into the fleet."""
-        port = lease.port if lease is not None else None
         command = plan.command(index, port)
         output_path = folder / f"server-{index}.log"
         handle = open(output_path, "wb")  # noqa: SIM115 - closed when the fleet stops
@@ -513,7 +628,13 @@ class ServerFleet:
         )
         self.reaper.add(process.pid)
         server = Server(
-            index, process.pid, port, command, output_path, member=f"{fleet.group.name}:{index}"
+            index,
+            process.pid,
+            port,
+            command,
+            output_path,
+            member=f"{fleet.group.name}:{index}",
+            told_port=port,
         )
         server._hits = self._hits_of(fleet, server)
         # In the fleet before anything else can fail, so that its stop ends this one too.
@@ -544,9 +665,12 @@ class ServerFleet:
         assert fleet.released_t is not None
         released = fleet.released_t
         deadline = released + timeout
+        faults = fleet.port_faults
         threads = [
             threading.Thread(
-                target=self._watch_member, args=(running, probe, released, deadline), daemon=True
+                target=self._watch_member,
+                args=(running, probe, released, deadline, faults),
+                daemon=True,
             )
             for running in fleet._running
         ]
@@ -562,7 +686,12 @@ class ServerFleet:
                         running.server.stacks[pid] = stack
 
     def _watch_member(
-        self, running: _Running, probe: ready_module.Probe, released: float, deadline: float
+        self,
+        running: _Running,
+        probe: ready_module.Probe,
+        released: float,
+        deadline: float,
+        faults: PortFaults | None = None,
     ) -> None:
         """Watch one member until it is ready, rejected, exited, hung or undecided.
 
@@ -570,9 +699,15 @@ class ServerFleet:
         the time it waits for a CPU is not held against it, so "hung" means what it means on a
         quiet machine. Past ``MAX_STRETCH`` times the time-out in wall time, a member that has
         still not had its time is "undecided": the machine was too slow to decide.
+
+        A member in a port fault is probed on the port its own tree listens on (``own_port``);
+        a port probe waits until it listens on one: another process's socket proves nothing.
         """
         server = running.server
         member = ready_module.Member(server.index, server.pid, server.port, server.output_path)
+        faulted = faults is not None and faults.involves(server.index)
+        port_probe = isinstance(probe, (ready_module.Http, ready_module.Tcp))
+        port, owned = member.port, False
         clock = OwnClock(server.pid, released)
         timeout = deadline - released
         detail = ""
@@ -589,10 +724,18 @@ class ServerFleet:
                     code,
                     now - released,
                 )
-                server.reason = self._exit_reason(server, code)
+                server.reason = self._exit_reason(server, code, faults)
                 return
+            if faulted:
+                assert faults is not None
+                port, owned = faults.own_port(server.index)
+                if port is not None and port != member.port:
+                    member = replace(member, port=port)
             try:
-                verdict = probe.check(member)
+                if faulted and port_probe and port is None:
+                    verdict = ready_module.NOT_YET  # it listens on nothing of its own yet
+                else:
+                    verdict = probe.check(member)
             except Exception as error:  # a probe that cannot work is the test's error: say so
                 server.state, server.reason = (
                     "rejected",
@@ -601,6 +744,8 @@ class ServerFleet:
                 return
             now = time.monotonic()
             if verdict.ready:
+                if faulted:
+                    server.port, server.port_owned = member.port, owned
                 server.state, server.ready, server.seconds_to_ready = "ready", True, now - released
                 server.seconds_waiting = clock.waited()
                 return
@@ -645,7 +790,7 @@ class ServerFleet:
             return True
         return False
 
-    def _exit_reason(self, server: Server, code: int) -> str:
+    def _exit_reason(self, server: Server, code: int, faults: PortFaults | None = None) -> str:
         output = server.output
         if code < 0:
             try:
@@ -656,8 +801,12 @@ class ServerFleet:
         hints = []
         if not output.strip():
             hints.append("it printed nothing")
-        if "Address already in use" in output and server.port is not None:
-            hints.append(f"port {server.port} was taken before it could bind it")
+        if "Address already in use" in output:
+            cause = faults.cause(server.index) if faults is not None else None
+            if cause is not None:
+                hints.append(cause)
+            elif server.port is not None:
+                hints.append(f"port {server.port} was taken before it could bind it")
         if code == 0:
             orphans = self._orphans(server)
             if orphans:

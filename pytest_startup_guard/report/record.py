@@ -23,6 +23,7 @@ import pytest
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
     from pytest_startup_guard.fleet.fleet import Fleet, Server, ServerFleet
+    from pytest_startup_guard.fleet.port_faults import ArmedPortFault
     from pytest_startup_guard.races.armed import ArmedRace
     from pytest_startup_guard.races.hubrace import HubRace
     from pytest_startup_guard.runtime.controller import (
@@ -209,6 +210,8 @@ def server_facts(record: StartupRecord, fleet: Fleet, server: Server) -> dict[st
         "pid": server.pid,
         "pids": sorted(fleet.members_pids(server)),
         "port": server.port,
+        "told_port": server.told_port,
+        "port_owned": server.port_owned,
         "state": server.state,
         "ready": server.ready,
         "seconds_to_ready": _rounded(server.seconds_to_ready),
@@ -236,6 +239,35 @@ def fleet_facts(record: StartupRecord, fleet: Fleet) -> dict[str, Any]:
         "timeout": fleet.timeout,
         "released": record.since(fleet.released_t),
         "servers": [server_facts(record, fleet, server) for server in fleet.servers],
+        "port_faults": [port_fault_facts(record, armed) for armed in fleet.faults],
+    }
+
+
+def port_fault_facts(record: StartupRecord, armed: ArmedPortFault) -> dict[str, Any]:
+    """A port fault of a launch: the port, when it was taken and given back, who met it."""
+    hold = getattr(armed.fault, "hold", None)
+    return {
+        "kind": armed.kind,
+        "fault": armed.fault.describe(),
+        "members": list(armed.members),
+        "port": armed.port,
+        "hold": hold,
+        "allow_miss": armed.allow_miss,
+        "met": armed.met,
+        "taken": record.since(armed.taken_t),
+        "released": record.since(armed.released_t),
+        "hits_total": len(armed.hits),
+        "hits": [
+            {
+                "pid": hit.pid,
+                "member": f"server {hit.member}",
+                "port": hit.port,
+                "t": record.since(hit.t),
+                "taken_by": hit.taken_by,
+            }
+            for hit in _limited(armed.hits, MAX_LISTED)
+        ],
+        "binds_total": len(armed.binds),
     }
 
 

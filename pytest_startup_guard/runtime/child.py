@@ -8,7 +8,10 @@ A process started with ``STARTUP_GUARD_PLAN`` in its environment imports this mo
   until the whole fleet is released at once (the start barrier);
 - installs an audit hook that reports every open, listdir and scandir under the watched
   folders and waits for the controller's answer before the access proceeds, so that the test
-  side can change the cache exactly then (a synchronous trigger).
+  side can change the cache exactly then (a synchronous trigger);
+- when the controller asks for them (a launch with port faults), also reports every
+  ``socket.bind`` of an internet address before it happens, and waits while the controller
+  answers "wait" (how ``same_port`` lets one member bind before the other).
 
 The test process uses the same hook for its own accesses (``activate_in_process``), with the
 controller called directly instead of through the socket.
@@ -48,6 +51,12 @@ if TYPE_CHECKING:
     from typing import IO, Any
 
     AccessSink = Callable[[str, str], None]
+
+# Reported only when the controller asks (``binds`` in its hello reply). Binds are rare: they
+# are told apart only where an open's path is not a str, off the path of a common open.
+BIND_EVENT = "socket.bind"
+_HOOKED_EVENTS = ACCESS_EVENTS | {BIND_EVENT}
+_MAX_BIND_WAIT = 0.05  # seconds: the longest a single "wait" answer may make a bind sleep
 
 # SIGURG's default action is to ignore it: a dump request that reaches a process before it
 # registered its handler (or after an exec reset it) can never kill that process.
@@ -116,6 +125,7 @@ class _State:
     client: _Client | None = None
     prefixes: tuple[str, ...] = ()
     sink: AccessSink | None = None
+    binds = False  # report socket.bind events (the controller asked for them)
     member: str | None = None
     ancestry: tuple[int, ...] = ()
     dump_file: IO[str] | None = None
@@ -130,13 +140,15 @@ _state = _State()
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     # Called for every audited event of the process: the cheapest checks come first.
-    if event not in ACCESS_EVENTS:
+    if event not in _HOOKED_EVENTS:
         return
     prefixes = _state.prefixes
     if not prefixes or not args:
+        if event == BIND_EVENT and _state.binds:
+            _report_bind(args)
         return
     path = args[0]
-    if type(path) is not str:
+    if type(path) is not str:  # a bind's first argument is its socket: it ends up here
         if isinstance(path, bytes):
             path = os.fsdecode(path)
         elif isinstance(path, os.PathLike):
@@ -144,6 +156,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             if isinstance(path, bytes):
                 path = os.fsdecode(path)
         else:
+            if event == BIND_EVENT and _state.binds:
+                _report_bind(args)
             return  # a file descriptor, or nothing
     if not path.startswith(prefixes):
         if path.startswith("/"):
@@ -178,6 +192,42 @@ def _client_sink(event: str, path: str) -> None:
                 "tid": _thread.get_ident(),
             }
         )
+
+
+def _report_bind(args: tuple[Any, ...]) -> None:
+    """Tell the controller which port this process is about to bind; wait while it says so."""
+    if len(args) < 2:
+        return
+    address = args[1]
+    if type(address) is not tuple or len(address) < 2 or type(address[1]) is not int:
+        return  # a Unix socket's path, or something that is not an internet address
+    client = _state.client
+    if client is None or is_unobserved():
+        return
+    host = address[0]
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    set_unobserved(True)
+    try:
+        while True:
+            reply = client.request(
+                {
+                    "op": "bind",
+                    "host": str(host),
+                    "port": address[1],
+                    "t": time.monotonic(),
+                    "pid": os.getpid(),
+                    "tid": _thread.get_ident(),
+                }
+            )
+            wait = reply.get("wait") if reply else None
+            if not wait:
+                return
+            time.sleep(min(float(wait), _MAX_BIND_WAIT))
+    except Exception:  # nothing here may ever break the caller's bind
+        pass
+    finally:
+        set_unobserved(False)
 
 
 def _install_hook() -> None:
@@ -233,6 +283,7 @@ def _hello(forked: bool) -> None:
     if reply is None:
         return
     _state.prefixes = tuple(reply.get("watch", ()))
+    _state.binds = bool(reply.get("binds"))
     _state.sink = _client_sink
     fifo = reply.get("barrier")
     if fifo:
@@ -276,7 +327,7 @@ def _after_fork() -> None:
     _state.client = None
     if inherited is not None:
         inherited.sock = None  # the parent's connection: leave it to the parent
-    _state.prefixes, _state.sink = (), None
+    _state.prefixes, _state.sink, _state.binds = (), None, False
     if _state.plan is None:
         if _state.owner_pid == 0:
             return  # nothing was active in the parent

@@ -5,6 +5,12 @@ children need, receives their hellos and access events, answers synchronous trig
 the registered listeners before it replies, holds fleet members at the start barrier and
 releases them together, asks live processes for their stacks, and at the end tells which
 processes reported in. Every wait has a deadline: it never blocks pytest forever.
+
+Once ``report_binds`` was called, processes that say hello from then on also report each
+``socket.bind`` of an internet address (``AccessEvent`` with op ``socket.bind`` and path
+``host:port``, kept in ``binds``, not in ``accesses``); a bind listener may answer with a number
+of seconds to wait, and the child asks again after that long (the controller's thread is
+never blocked by it).
 """
 
 from __future__ import annotations
@@ -60,19 +66,43 @@ class ProcessRecord:
         return int(self.member.rsplit(":", 1)[1])
 
 
+BIND_OP = "socket.bind"  # the op of an AccessEvent that reports a bind (path: "host:port")
+
+
 @dataclass(frozen=True)
 class AccessEvent:
-    """One open, listdir or scandir under a watched folder, reported before it happened."""
+    """One open, listdir or scandir under a watched folder, or one bind of an internet
+    address (op ``socket.bind``, path ``host:port``), reported before it happened."""
 
     pid: int
     member: str | None  # "<group>:<index>", TEST_PROCESS, or None for unrelated processes
-    op: str  # "open", "os.listdir", "os.scandir"
+    op: str  # "open", "os.listdir", "os.scandir", "socket.bind"
     path: str
     t: float  # time.monotonic() in the accessing process (one clock for the machine)
     tid: int
 
+    @property
+    def port(self) -> int | None:
+        """The port of a ``socket.bind`` event (None for file accesses)."""
+        if self.op != BIND_OP:
+            return None
+        return int(self.path.rsplit(":", 1)[1])
+
+    @property
+    def host(self) -> str | None:
+        """The address of a ``socket.bind`` event, without brackets (None for file accesses)."""
+        if self.op != BIND_OP:
+            return None
+        return self.path.rsplit(":", 1)[0].removeprefix("[").removesuffix("]")
+
+
+def bind_path(host: str, port: int) -> str:
+    """``127.0.0.1:8000``, ``[::1]:8000``: the path of a bind event."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
 
 AccessListener = Callable[[AccessEvent], None]
+BindListener = Callable[[AccessEvent], "float | None"]  # seconds the binder should wait, if any
 ReleaseListener = Callable[[float], None]
 GoneListener = Callable[[int], None]
 
@@ -151,8 +181,11 @@ class RuntimeController:
         self.processes: dict[int, ProcessRecord] = {}
         self.history: list[ProcessRecord] = []  # every hello, also of pids seen twice (exec)
         self.accesses: list[AccessEvent] = []
+        self.binds: list[AccessEvent] = []  # socket.bind events, once report_binds() was called
         self.errors: list[str] = []
         self._listeners: list[AccessListener] = []
+        self._bind_listeners: list[BindListener] = []
+        self._report_binds = False
         self._release_listeners: list[ReleaseListener] = []
         self._gone_listeners: list[GoneListener] = []
         self._watched: list[str] = []
@@ -272,6 +305,23 @@ class RuntimeController:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
+    def report_binds(self) -> None:
+        """Processes that say hello from now on report their binds of internet addresses."""
+        with self._lock:
+            self._report_binds = True
+
+    def add_bind_listener(self, listener: BindListener) -> None:
+        """``listener(event)`` runs on every reported bind (the controller's lock held) before
+        the bind may proceed; a positive number it returns makes the binder wait that many
+        seconds and report the bind again."""
+        with self._lock:
+            self._bind_listeners.append(listener)
+
+    def remove_bind_listener(self, listener: BindListener) -> None:
+        with self._lock:
+            if listener in self._bind_listeners:
+                self._bind_listeners.remove(listener)
+
     def add_release_listener(self, listener: ReleaseListener) -> None:
         """``listener(t)`` runs when a barrier group is released (t: monotonic seconds)."""
         with self._lock:
@@ -387,6 +437,8 @@ class RuntimeController:
 
     def _hello_reply(self, barrier: BarrierGroup | None) -> bytes:
         reply: dict[str, Any] = {"ok": 1, "watch": list(self._watched)}
+        if self._report_binds:
+            reply["binds"] = 1
         if barrier is not None:
             reply["barrier"] = barrier.fifo
         return encode(reply)
@@ -462,6 +514,18 @@ class RuntimeController:
             )
             self._dispatch(event)
             connection.sock.sendall(_OK)
+        elif op == "bind":
+            pid = int(message["pid"])
+            event = AccessEvent(
+                pid=pid,
+                member=self._member_of(pid),
+                op=BIND_OP,
+                path=bind_path(str(message["host"]), int(message["port"])),
+                t=float(message["t"]),
+                tid=int(message.get("tid", 0)),
+            )
+            wait = self._dispatch_bind(event)
+            connection.sock.sendall(encode({"ok": 1, "wait": wait}) if wait else _OK)
         elif op == "released":  # a notice: no reply
             with self._lock:
                 if connection.pid in self.processes:
@@ -516,6 +580,26 @@ class RuntimeController:
                         f"listener {getattr(listener, '__qualname__', listener)!s} failed on"
                         f" {event.op} {event.path}: {type(error).__name__}: {error}"
                     )
+
+    def _dispatch_bind(self, event: AccessEvent) -> float:
+        """Ask the bind listeners; the longest wait any of them asked for. A bind that may
+        proceed now (no wait) is recorded in ``binds``."""
+        wait = 0.0
+        with self._lock:
+            for listener in list(self._bind_listeners):
+                try:
+                    asked = listener(event)
+                except Exception as error:
+                    self.errors.append(
+                        f"bind listener {getattr(listener, '__qualname__', listener)!s} failed on"
+                        f" {event.path}: {type(error).__name__}: {error}"
+                    )
+                    continue
+                if asked:
+                    wait = max(wait, float(asked))
+            if not wait:
+                self.binds.append(event)
+        return wait
 
     def _local_access(self, op: str, path: str) -> None:
         self._dispatch(
