@@ -14,6 +14,7 @@ TYPE_CHECKING = False  # not typing's: importing typing costs every child proces
 _EXPORTS = {
     "FakeHubCache": "pytest_startup_guard.cache.hubcache",
     "CachedRepo": "pytest_startup_guard.cache.hubcache",
+    "RepoSourceError": "pytest_startup_guard.cache.sources",
     "CORRUPTIONS": "pytest_startup_guard.cache.corruptions",
     "StartupGuardError": "pytest_startup_guard.errors",
     "UnsafeCacheError": "pytest_startup_guard.errors",
@@ -85,6 +86,7 @@ __all__ = [
     "PortTaken",
     "Race",
     "RaceTarget",
+    "RepoSourceError",
     "RuntimeController",
     "SamePort",
     "ScanReport",
@@ -120,6 +122,7 @@ if TYPE_CHECKING:
 
     from pytest_startup_guard.cache.corruptions import CORRUPTIONS
     from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
+    from pytest_startup_guard.cache.sources import RepoSourceError
     from pytest_startup_guard.errors import StartupGuardError, UnknownNameError, UnsafeCacheError
     from pytest_startup_guard.fleet import ready
     from pytest_startup_guard.fleet.fleet import Fleet, Server, ServerFleet

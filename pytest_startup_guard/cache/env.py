@@ -4,7 +4,8 @@ huggingface_hub (and transformers, datasets) read their cache paths and offline 
 environment once, at import. Setting ``os.environ`` is enough for modules imported later; for
 modules already imported, their module-level constants are rewritten in place. On restore both
 are undone, including constants of modules that were first imported during the test (they were
-computed from the fake environment).
+computed from the fake environment). ``outer_environ`` tells what the environment was before
+the fake caches in force were applied: where the user's own cache is.
 """
 
 from __future__ import annotations
@@ -32,15 +33,19 @@ def _is_true(value: str | None) -> bool:
     return value is not None and value.upper() in _TRUE
 
 
+def _expand(path: str) -> str:
+    return os.path.expandvars(os.path.expanduser(path))
+
+
 def hub_paths(environ: Mapping[str, str]) -> dict[str, str]:
     """The folders huggingface_hub would use under ``environ`` (constants.py's rules)."""
     default_home = os.path.join(os.path.expanduser("~"), ".cache")
-    home = os.path.expanduser(
+    home = _expand(
         environ.get(
             "HF_HOME", os.path.join(environ.get("XDG_CACHE_HOME", default_home), "huggingface")
         )
     )
-    hub = os.path.expanduser(
+    hub = _expand(
         environ.get("HF_HUB_CACHE", environ.get("HUGGINGFACE_HUB_CACHE", os.path.join(home, "hub")))
     )
     return {"HF_HOME": home, "HF_HUB_CACHE": hub}
@@ -81,6 +86,28 @@ def _prefix_pairs(source: Mapping[str, str], target: Mapping[str, str]) -> list[
     return sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)  # longest prefix first
 
 
+# The environments in force, in the order they were applied (the hub_cache fixture's).
+_APPLIED: list[HubEnvironment] = []
+
+
+def outer_environ() -> dict[str, str]:
+    """``os.environ`` without the fake caches' env now in force: the user's own hub settings.
+
+    A variable the test set again after a fake cache's env was applied is the test's own and
+    is kept.
+    """
+    environ = dict(os.environ)
+    for applied in reversed(_APPLIED):
+        for key, saved in applied._saved_environ.items():
+            if environ.get(key) != applied.env[key]:
+                continue
+            if saved is None:
+                environ.pop(key, None)
+            else:
+                environ[key] = saved
+    return environ
+
+
 class HubEnvironment:
     """Apply a fake cache's env to ``os.environ`` and to already imported libraries."""
 
@@ -104,10 +131,13 @@ class HubEnvironment:
         for module in modules:
             self._rewrite(module, prefixes, flags, record=True)
         self._applied = True
+        _APPLIED.append(self)
 
     def restore(self) -> None:
         if not self._applied:
             return
+        if self in _APPLIED:
+            _APPLIED.remove(self)
         fake = dict(os.environ)
         for key, saved in self._saved_environ.items():
             if saved is None:

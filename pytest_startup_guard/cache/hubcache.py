@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from pytest_startup_guard.cache.corruptions import CorruptionTarget, get_corrupt
 from pytest_startup_guard.cache.layout import (
     LFS_THRESHOLD_BYTES,
     FileContent,
+    atomic_link_or_copy,
     atomic_symlink,
     atomic_write,
     commit_for,
@@ -39,6 +40,13 @@ from pytest_startup_guard.cache.layout import (
     validate_repo_id,
     validate_repo_type,
     validate_revision,
+)
+from pytest_startup_guard.cache.sources import (
+    RepoSource,
+    read_folder,
+    read_hub_cache,
+    resolve_hub_cache,
+    validate_cache_revision,
 )
 from pytest_startup_guard.errors import StartupGuardError, UnsafeCacheError
 from pytest_startup_guard.runtime.observation import unobserved
@@ -235,23 +243,96 @@ class FakeHubCache:
         etags = {name: etag_for(name, data, self.lfs_threshold) for name, data in contents.items()}
         commit = commit_for(repo_type, repo_id, etags)
         repo = CachedRepo(self, repo_id, repo_type, revision, commit, dict(etags))
-        with unobserved(), self._repo_lock(repo.folder_name):
-            if not _snapshot_complete(repo, missing):
-                self._write_repo(repo, contents, missing)
-                if self.shared:
-                    self._log_build(repo)
+
+        def write_blob(name: str, blob: Path) -> None:
+            data = contents[name]
+            if not blob.is_file() or blob.stat().st_size != len(data):
+                atomic_write(blob, data)  # blobs are shared between revisions: stored once
+
+        with unobserved():
+            self._build(repo, write_blob, missing)
         return repo
 
+    def add_from_folder(
+        self,
+        repo_id: str,
+        folder: str | os.PathLike[str],
+        *,
+        revision: str = "main",
+        repo_type: str = "model",
+    ) -> CachedRepo:
+        """Add a repo whose files are those of a local ``folder`` (``save_pretrained``'s output,
+        a checkout, ``hf download --local-dir``), nested ones too; ``.git`` and
+        ``.cache/huggingface`` are skipped. Etags are hashed as the hub does; the commit derives
+        from the content, as for ``add_model``. The folder is only read: blobs are hard links
+        to its files (copies across file systems), and copy on write keeps every later
+        in-place write away from them."""
+        validate_repo_id(repo_id)
+        validate_repo_type(repo_type)
+        validate_revision(revision)
+        where = f"add_from_folder({repo_id!r}, ...)"
+        with unobserved():
+            source = read_folder(folder, where, self.lfs_threshold)
+            commit = commit_for(repo_type, repo_id, source.etags)
+            return self._add_source(repo_id, repo_type, revision, commit, source)
+
+    def add_from_cache(
+        self,
+        repo_id: str,
+        hub_cache_dir: str | os.PathLike[str] | None = None,
+        *,
+        revision: str = "main",
+        repo_type: str = "model",
+    ) -> CachedRepo:
+        """Add one revision of a repo from a real hub cache: ``hub_cache_dir``, by default the
+        user's (as huggingface_hub finds it, from the environment before the fake caches' env
+        was applied). ``revision`` is a ref name (``refs/<revision>``, kept as the fake repo's
+        revision) or a 40-hex commit (``snapshots/<commit>``; the fake ``refs/main`` names it).
+        The commit, the etags and ``.no_exist`` entries are the source's; the source is only
+        read (blobs hard-linked or copied, pointers and refs of this cache's own)."""
+        validate_repo_id(repo_id)
+        validate_repo_type(repo_type)
+        validate_cache_revision(revision)
+        hub_dir, origin = resolve_hub_cache(hub_cache_dir)
+        with unobserved():
+            source, is_ref = read_hub_cache(hub_dir, origin, repo_id, repo_type, revision)
+            assert source.commit is not None
+            ref_name = revision if is_ref else "main"
+            return self._add_source(repo_id, repo_type, ref_name, source.commit, source)
+
+    def _add_source(
+        self, repo_id: str, repo_type: str, revision: str, commit: str, source: RepoSource
+    ) -> CachedRepo:
+        repo = CachedRepo(self, repo_id, repo_type, revision, commit, source.etags)
+
+        def link_blob(name: str, blob: Path) -> None:
+            original = source.files[name].path
+            if blob.is_file() and blob.stat().st_size == original.stat().st_size:
+                return  # already here (another revision, or added before): stored once
+            atomic_link_or_copy(original, blob)
+
+        self._build(repo, link_blob, list(source.no_exist))
+        return repo
+
+    def _build(
+        self, repo: CachedRepo, write_blob: Callable[[str, Path], None], missing: list[str]
+    ) -> None:
+        """Write ``repo`` unless its snapshot is already whole; shared caches lock and log."""
+        with self._repo_lock(repo.folder_name):
+            if not _snapshot_complete(repo, missing):
+                self._write_repo(repo, write_blob, missing)
+                if self.shared:
+                    self._log_build(repo)
+
     def _write_repo(
-        self, repo: CachedRepo, contents: Mapping[str, bytes], missing: list[str]
+        self, repo: CachedRepo, write_blob: Callable[[str, Path], None], missing: list[str]
     ) -> None:
         for sub in ("blobs", "refs", f"snapshots/{repo.commit}"):
             (repo.path / sub).mkdir(parents=True, exist_ok=True)
         (self.hub_dir / ".locks" / repo.folder_name).mkdir(parents=True, exist_ok=True)
-        for name, data in contents.items():
+        for name in repo.files:
             blob = repo.path / "blobs" / repo.files[name]
-            if not blob.is_file() or blob.stat().st_size != len(data):
-                atomic_write(blob, data)  # blobs are shared between revisions: stored once
+            write_blob(name, blob)
             pointer = repo.pointer(name)
             pointer.parent.mkdir(parents=True, exist_ok=True)
             atomic_symlink(pointer, blob)

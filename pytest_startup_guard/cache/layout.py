@@ -6,11 +6,13 @@ other processes read it (every write here is atomic). ``FakeHubCache`` builds on
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
@@ -130,6 +132,19 @@ def etag_for(filename: str, data: bytes, threshold: int = LFS_THRESHOLD_BYTES) -
     return git_blob_sha1(data)
 
 
+def file_etag(path: Path, filename: str, threshold: int = LFS_THRESHOLD_BYTES) -> str:
+    """``etag_for`` of a file on disk, read in chunks (a model's weights need not fit in memory)."""
+    size = os.stat(path).st_size
+    if is_lfs(filename, size, threshold):
+        digest = hashlib.sha256()
+    else:
+        digest = hashlib.sha1(b"blob %d\0" % size)
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def commit_for(repo_type: str, repo_id: str, etags: Mapping[str, str]) -> str:
     """A 40-hex commit id derived from the content only: equal in every worker and every run."""
     digest = hashlib.sha1(f"{repo_type}/{repo_id}\n".encode())
@@ -154,6 +169,30 @@ def atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+# Where os.link cannot make a hard link and a copy can stand in: another file system, a file
+# the kernel will not let this user link (fs.protected_hardlinks), too many links, no support.
+_LINK_FALLBACK_ERRNOS = frozenset(
+    {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
+)
+
+
+def atomic_link_or_copy(source: Path, path: Path) -> bool:
+    """Put ``source``'s content at ``path`` in one rename: a hard link where the file system
+    allows it, else a copy. Returns True if it linked. ``source`` is only read; copy on write
+    (``break_hard_link``) keeps every later in-place write away from it."""
+    tmp = _tmp_name(path)
+    try:
+        os.link(source, tmp)
+        linked = True
+    except OSError as error:
+        if error.errno not in _LINK_FALLBACK_ERRNOS:
+            raise
+        shutil.copyfile(source, tmp)  # content only: a fresh, writable file of this cache
+        linked = False
+    os.replace(tmp, path)
+    return linked
+
+
 def relative_link_target(link: Path, target: Path) -> str:
     """The relative path huggingface_hub's ``_create_symlink`` writes (``../../blobs/<etag>``)."""
     return os.path.relpath(target, link.parent)
@@ -169,10 +208,18 @@ def atomic_symlink(link: Path, target: Path) -> None:
 def break_hard_link(path: Path) -> None:
     """Copy on write: give ``path`` an inode of its own before anything writes to it in place.
 
-    Per-test copies share blobs with the shared cache through hard links; an in-place write
-    to a shared inode would corrupt every other test's copy.
+    Per-test copies share blobs with the shared cache through hard links, and repos added
+    with ``add_from_folder`` / ``add_from_cache`` share them with their source; an in-place
+    write to a shared inode would corrupt every other test's copy, or the user's own files. The
+    file it leaves is writable by its owner (a read-only source gives read-only links); its
+    mode is changed only once no other name shares the inode.
     """
-    if os.stat(path).st_nlink > 1:
+    status = os.stat(path)
+    writable = stat.S_IMODE(status.st_mode) | stat.S_IWUSR
+    if status.st_nlink > 1:
         tmp = _tmp_name(path)
         shutil.copy2(path, tmp)
+        os.chmod(tmp, writable)
         os.replace(tmp, path)
+    elif not status.st_mode & stat.S_IWUSR:
+        os.chmod(path, writable)

@@ -113,6 +113,7 @@ class BlobRewrite(Race):
         if content is None:
             return
         if handle is None:
+            break_hard_link(target.blob)  # copy on write here too: never reach a source
             handle = open(target.blob, "wb")  # noqa: SIM115
             target.state["cut"] = 0
         with handle:
