@@ -40,7 +40,7 @@ from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 DEFAULT_HOLD = 1.0
 TAKER_HOST = "127.0.0.1"
 PORTS_MAX_AGE = 0.05  # seconds: how long a member's listening ports, once read, count as current
-BIND_WAIT = 0.01  # seconds a held bind (same_port's second member) sleeps before it asks again
+BIND_WAIT = 0.003  # seconds a held bind (same_port's second member) sleeps before it asks again
 SHOWN_BINDS = 6  # binds of a member listed in a miss message
 # Addresses whose bind of a port conflicts with a socket listening on 127.0.0.1 (Linux: the
 # wildcards do; "::" as long as it is dual-stack, the default). A bind of another address
@@ -376,7 +376,7 @@ class PortFaults:
             index == second
             and not self._closed.is_set()
             and not members.settled(first)
-            and not self.listens(first, armed.port)
+            and not self.listens(first, armed.port, max_age=BIND_WAIT)  # fresh: it waits on it
         ):
             return BIND_WAIT  # the first member has not bound it yet: ask again soon
         armed.binds.append(event)
