@@ -38,20 +38,23 @@ class Bench:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @contextmanager
-    def test(self, seed: int = 0) -> Iterator[tuple[FakeHubCache, HubRace, ServerFleet]]:
-        """One test's worth: a private cache with acme/tiny, races, fleets; all torn down after.
-        Thread-safe: fleets get the cache's env explicitly, nothing global changes."""
+    def _test(
+        self, seed: int, roots: PluginRoots | None = None, cache: FakeHubCache | None = None
+    ) -> Iterator[tuple[Path, HubRace, ServerFleet]]:
+        """The child runtime, races and fleets of one test, in a folder of its own; all torn
+        down after. Thread-safe: fleets get their env explicitly, nothing global changes."""
         with self.lock:
             self.counter += 1
             number = self.counter
-        cache = FakeHubCache(self.folder / f"test-{number}" / "cache")
-        cache.add_model("acme/tiny", CONFIG)
+        folder = self.folder / f"test-{number}"
+        folder.mkdir(parents=True, exist_ok=True)
         controller = RuntimeController().start()
-        controller.watch(cache.root)
-        races = HubRace(controller, seed)
+        if cache is not None:
+            controller.watch(cache.root)
+        races = HubRace(controller, seed, roots)
         fleets = ServerFleet(
             controller,
-            self.folder / f"test-{number}" / "fleet",
+            folder / "fleet",
             self.leases,
             self.reaper,
             default_timeout=60,
@@ -59,39 +62,34 @@ class Bench:
             races=lambda: races.armed,
         )
         try:
-            yield cache, races, fleets
+            yield folder, races, fleets
         finally:
             fleets.stop_all()
             races.close()
             controller.close()
-            shutil.rmtree(self.folder / f"test-{number}", ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
+
+    @contextmanager
+    def test(self, seed: int = 0) -> Iterator[tuple[FakeHubCache, HubRace, ServerFleet]]:
+        """One test's worth: a private cache with acme/tiny, races, fleets."""
+        cache = FakeHubCache(Path(tempfile.mkdtemp(prefix="cache-", dir=self.folder)))
+        cache.add_model("acme/tiny", CONFIG)
+        try:
+            with self._test(seed, cache=cache) as (_folder, races, fleets):
+                yield cache, races, fleets
+        finally:
+            shutil.rmtree(cache.root, ignore_errors=True)
 
     @contextmanager
     def shared_test(self, seed: int = 0) -> Iterator[tuple[Path, HubRace, ServerFleet]]:
         """One test's worth beyond the hub cache: a ``shared_dir`` the races may change, races
-        and fleets; all torn down after."""
-        with self.lock:
-            self.counter += 1
-            number = self.counter
-        shared = self.folder / f"test-{number}" / "shared"
-        shared.mkdir(parents=True)
-        controller = RuntimeController().start()
-        races = HubRace(controller, seed, PluginRoots(lambda: {"shared_dir": shared}))
-        fleets = ServerFleet(
-            controller,
-            self.folder / f"test-{number}" / "fleet",
-            self.leases,
-            self.reaper,
-            default_timeout=60,
-            races=lambda: races.armed,
-        )
+        and fleets."""
+        shared = Path(tempfile.mkdtemp(prefix="shared-", dir=self.folder))
         try:
-            yield shared, races, fleets
+            with self._test(seed, PluginRoots(lambda: {"shared_dir": shared})) as (_f, r, f):
+                yield shared, r, f
         finally:
-            fleets.stop_all()
-            races.close()
-            controller.close()
-            shutil.rmtree(self.folder / f"test-{number}", ignore_errors=True)
+            shutil.rmtree(shared, ignore_errors=True)
 
 
 @contextmanager

@@ -45,11 +45,10 @@ def test_kernel_cache(
     startup_case.check(fleet)
 
 
-@pytest.mark.startup_races(stale=["stale_lock"])
-@pytest.mark.parametrize("policy", ["wait", "fail", "break"])
-def test_build_lock(
+def build_under_a_stale_lock(
     startup_case: StartupCase, shared_dir: Path, server_fleet: ServerFleet, policy: str
 ) -> None:
+    """Leave the case's stale lock in the build folder, start the build servers, judge them."""
     startup_case.apply(shared_dir / "build" / "lock")
     fleet = server_fleet.launch(
         lock_server(shared_dir / "build", policy),
@@ -58,6 +57,14 @@ def test_build_lock(
         timeout=LOCK_TIMEOUT,
     )
     startup_case.check(fleet)
+
+
+@pytest.mark.startup_races(stale=["stale_lock"])
+@pytest.mark.parametrize("policy", ["wait", "fail", "break"])
+def test_build_lock(
+    startup_case: StartupCase, shared_dir: Path, server_fleet: ServerFleet, policy: str
+) -> None:
+    build_under_a_stale_lock(startup_case, shared_dir, server_fleet, policy)
 
 
 @pytest.mark.startup_races(stale=["stale_soft_lock"])
@@ -65,14 +72,7 @@ def test_build_lock(
 def test_soft_build_lock(
     startup_case: StartupCase, shared_dir: Path, server_fleet: ServerFleet, policy: str
 ) -> None:
-    startup_case.apply(shared_dir / "build" / "lock")
-    fleet = server_fleet.launch(
-        lock_server(shared_dir / "build", policy),
-        count=SERVERS,
-        ready=ready.http("/health"),
-        timeout=LOCK_TIMEOUT,
-    )
-    startup_case.check(fleet)
+    build_under_a_stale_lock(startup_case, shared_dir, server_fleet, policy)
 
 
 PORT_CASES = [("port_taken", "die"), ("port_taken", "retry"), ("same_port", "die"),

@@ -65,7 +65,7 @@ def test_markers_are_documented_and_strict_markers_accepts_them(
             "@pytest.mark.cpu: run only where the start-up target is cpu*",
             "@pytest.mark.cuda: run only where the start-up target is cuda*",
             "@pytest.mark.rocm: run only where the start-up target is rocm*",
-            "@pytest.mark.startup_races(transient=[[]...[]], corrupt=[[]...[]]): *",
+            "@pytest.mark.startup_races(transient=[[]...[]], corrupt=[[]...[]], stale=[[]...[]]): *",
         ]
     )
 

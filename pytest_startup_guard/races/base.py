@@ -126,3 +126,11 @@ class Race:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+class PathRace(Race):
+    """Base of the races on any path (generic races, stale locks): they take a ``PathTarget``
+    and are armed by name only (not part of ``transient="all"``, which is the hub races)."""
+
+    in_all: ClassVar[bool] = False
+    on_paths: ClassVar[bool] = True

@@ -25,7 +25,7 @@ from typing import IO
 
 from pytest_startup_guard.cache.layout import break_hard_link
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.races.base import PathTarget, Race
+from pytest_startup_guard.races.base import PathRace, PathTarget, Race
 
 
 def _file_of(target: PathTarget, race: str) -> Path:
@@ -43,7 +43,7 @@ def _file_of(target: PathTarget, race: str) -> Path:
     return target.path
 
 
-class FileReplace(Race):
+class FileReplace(PathRace):
     """A file replaced without a rename: the writer removes it, then creates it again, so a
     reader in between finds no file (``FileNotFoundError``). coreutils ``ln -sf`` / ``ln -sfn``
     (unlink, then symlink: the usual way scripts repoint a ``current`` link), ``cp
@@ -56,8 +56,6 @@ class FileReplace(Race):
         "a file replaced by remove, then create (ln -sf, cp --remove-destination, os.remove +"
         " open(path, 'w')): the file is absent in between"
     )
-    in_all = False
-    on_paths = True
 
     def check(self, target: PathTarget) -> None:
         _file_of(target, self.name)
@@ -85,7 +83,7 @@ class FileReplace(Race):
             os.chmod(target.path, mode)
 
 
-class FileRewrite(Race):
+class FileRewrite(PathRace):
     """A file rewritten in place, truncate then write: readers in between see it empty, or
     short (``written`` > 0: the share already written). ``open(path, "w")`` then ``write``,
     ``cp`` onto an existing file, ``rsync --inplace``, ``torch.save(obj, path)`` or
@@ -98,8 +96,6 @@ class FileRewrite(Race):
         "a file rewritten in place, truncate then write (open(path, 'w'), cp onto a file,"
         " rsync --inplace, torch.save to the final name): empty or short in between"
     )
-    in_all = False
-    on_paths = True
 
     def __init__(self, written: float = 0.0) -> None:
         if not 0.0 <= written < 1.0:
@@ -151,7 +147,7 @@ class PartialWrite(FileRewrite):
         super().__init__(written)
 
 
-class FolderMove(Race):
+class FolderMove(PathRace):
     """A folder renamed aside and back: a cache cleaner or rotation step that moves a cache
     folder away (``mv cache cache.old``) to scan, prune or archive it, then moves it back.
     In between every path under it is gone, and a process that re-creates the folder finds an
@@ -164,8 +160,6 @@ class FolderMove(Race):
         "a cache folder renamed aside and back by a cleanup or rotation (mv cache cache.old,"
         " then back): every path under it is gone in between"
     )
-    in_all = False
-    on_paths = True
 
     def _folder(self, target: PathTarget) -> Path:
         path = target.path

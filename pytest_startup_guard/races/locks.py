@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.races.base import PathTarget, Race
+from pytest_startup_guard.races.base import PathRace, PathTarget, Race
 from pytest_startup_guard.runtime.protocol import PLAN_ENV
 
 # A process that takes the soft lock and is killed holding it, as a crashed holder would be.
@@ -41,7 +41,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-class StaleLock(Race):
+class StaleLock(PathRace):
     """An ``O_EXCL``-created lock file whose holder died: torch ``FileBaton`` (the
     ``cpp_extension`` build folder's ``lock``), or any ``os.open(path, O_CREAT | O_EXCL)``
     lock released by removing the file. Empty, as ``FileBaton`` leaves it."""
@@ -51,8 +51,6 @@ class StaleLock(Race):
         "a lock file created with O_CREAT | O_EXCL by a process that died holding it (torch"
         " FileBaton, the cpp_extension build folder's lock): nobody removes it"
     )
-    in_all = False
-    on_paths = True
     stale = True
 
     def is_hit(self, target: PathTarget, path: str) -> bool:
