@@ -182,13 +182,12 @@ class HubRace:
         armed.lock = self.controller.lock
         self._watch(instance, target)
         with self.controller.lock:
+            if isinstance(trigger, Placed):  # in place now; a fault that cannot be placed is
+                armed.open(time.monotonic(), None, None)  # an error, and is never armed
             self.armed.append(armed)
         if isinstance(trigger, Chaos):
             self._start_refresher(armed, trigger)
-        elif isinstance(trigger, Placed):
-            with self.controller.lock:
-                armed.open(time.monotonic(), None, None)
-        else:
+        elif not isinstance(trigger, Placed):
             self._ensure_timer()
         return armed
 

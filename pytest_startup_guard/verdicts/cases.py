@@ -169,12 +169,12 @@ class StartupCase:
                     f"startup_case {self.spec.id}: apply(repo, filename) needs the file's name"
                     f" in the repo, not {filename!r}"
                 )
-            self.repo, self.filename = target, filename
-            self.target = f"{filename} of {target}"
             if self.kind == "corrupt":
                 target.cache.corrupt(target, filename, self.name)
             else:  # check() judges hits
                 self.armed = self.races.arm(self.name, target, filename, allow_miss=True)
+            self.repo, self.filename = target, filename  # applied: only once it worked
+            self.target = f"{filename} of {target}"
             return
         if not isinstance(target, (str, os.PathLike)) or filename is not None:
             raise StartupGuardError(
