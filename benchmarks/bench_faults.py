@@ -156,9 +156,9 @@ def spread(values: list[float]) -> str:
 
 def main() -> None:
     args = parse_args(__doc__ or "")
-    pairs = 2 if args.quick else 10
+    pairs = 1 if args.quick else 10
     count = 2 if args.quick else 4
-    alarms_per_fault = 4 if args.quick else 100
+    alarms_per_fault = 2 if args.quick else 100
     figures: list[Figure] = []
     with workbench() as bench:
         for fault in (*GENERIC, *STALE, *PORTS):
