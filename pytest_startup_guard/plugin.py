@@ -487,9 +487,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     run.strict_failed = fail_on_hidden(
         session, len(run.hidden()), bool(guard.value("strict_reruns"))
     )
-    path = _report_paths(session.config).report
-    if path is not None:
-        write_report(run, Path(path), session, guard)
+    paths = _report_paths(session.config)
+    if paths.report is not None or paths.html is not None:
+        write_report(
+            run,
+            Path(paths.report) if paths.report else None,
+            session,
+            guard,
+            Path(paths.html) if paths.html else None,
+        )
 
 
 def pytest_terminal_summary(

@@ -202,7 +202,7 @@ def test_a_hung_server_times_out_with_its_stacks(fleet_pytester: pytest.Pytester
     result.stdout.fnmatch_lines(
         [
             "*0 of 2 ready within 2 s*",
-            "*server 0  pid *  HUNG: not ready and still running at the time-out (ready.log('never') not ready after 2 s)*",
+            "*server 0  pid *  HUNG: not ready and still running at the time-out (ready.log('never') not ready after 2 s*",
             "*python stacks of pid *",
             "*in wait_for_config_forever*",
         ]

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from test_report import validate
+from report_schema import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ROOT / "examples" / "servers"

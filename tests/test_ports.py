@@ -402,7 +402,7 @@ def test_binds_are_reported_only_when_the_controller_asks() -> None:
 def test_the_json_report_carries_each_port_fault_and_each_servers_told_port(
     guard_pytester: pytest.Pytester,
 ) -> None:
-    from test_report import validate
+    from report_schema import validate
 
     guard_pytester.makepyfile(
         f"""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from report_schema import KNOWN_KEYWORDS, schema_keywords, validate
 
 from pytest_startup_guard.report.artifacts import folder_name
 from pytest_startup_guard.report.run_report import SCHEMA_FILE
@@ -67,93 +68,6 @@ def section(result: pytest.RunResult) -> list[str]:
     start = next(i for i, line in enumerate(lines) if re.match(r"=+ startup guard =+$", line))
     end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
     return lines[start + 1 : end]
-
-
-# -- a small JSON Schema checker (the subset report-schema.json uses) ---------------------------
-
-KNOWN_KEYWORDS = {
-    "$schema",
-    "$defs",
-    "$ref",
-    "title",
-    "description",
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "enum",
-    "const",
-    "minimum",
-    "oneOf",
-}
-TYPES = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-}
-
-
-def schema_errors(
-    value: Any, schema: dict[str, Any], root: dict[str, Any], where: str = "$"
-) -> list[str]:
-    if "$ref" in schema:
-        name = schema["$ref"].removeprefix("#/$defs/")
-        return schema_errors(value, root["$defs"][name], root, where)
-    if "oneOf" in schema:
-        matching = [s for s in schema["oneOf"] if not schema_errors(value, s, root, where)]
-        return (
-            [] if len(matching) == 1 else [f"{where}: {len(matching)} of oneOf match {value!r:.80}"]
-        )
-    errors = []
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{where}: {value!r} is not {schema['const']!r}")
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{where}: {value!r} not in {schema['enum']}")
-    if "type" in schema:
-        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        if not any(TYPES[name](value) for name in types):
-            return [*errors, f"{where}: {value!r:.80} is not {types}"]
-    if "minimum" in schema and TYPES["number"](value) and value < schema["minimum"]:
-        errors.append(f"{where}: {value} < {schema['minimum']}")
-    if isinstance(value, dict):
-        errors += [f"{where}: no {key!r}" for key in schema.get("required", []) if key not in value]
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            if key in properties:
-                errors += schema_errors(item, properties[key], root, f"{where}.{key}")
-            elif extra is False:
-                errors.append(f"{where}: unexpected {key!r}")
-            elif isinstance(extra, dict):
-                errors += schema_errors(item, extra, root, f"{where}.{key}")
-    if isinstance(value, list) and "items" in schema:
-        for index, item in enumerate(value):
-            errors += schema_errors(item, schema["items"], root, f"{where}[{index}]")
-    return errors
-
-
-def schema_keywords(schema: Any) -> set[str]:
-    found: set[str] = set()
-    if isinstance(schema, dict):
-        for key, value in schema.items():
-            found.add(key)
-            if key in ("properties", "$defs"):
-                for sub in value.values():
-                    found |= schema_keywords(sub)
-            elif key in ("items", "additionalProperties", "oneOf"):
-                for sub in value if isinstance(value, list) else [value]:
-                    found |= schema_keywords(sub)
-    return found
-
-
-def validate(document: Any) -> list[str]:
-    schema = json.loads(SCHEMA_FILE.read_text())
-    return schema_errors(document, schema, schema)
 
 
 def test_the_schema_checker_knows_every_keyword_and_rejects_a_broken_report() -> None:
@@ -269,7 +183,7 @@ def test_a_report_that_cannot_be_written_fails_the_run(guard_pytester: pytest.Py
     )
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    result.stdout.fnmatch_lines(["could not write the JSON report: *a-file/report.json: *"])
+    result.stdout.fnmatch_lines(["could not write the report: *a-file/report.json: *"])
 
 
 # -- terminal summary, timeline, artifacts -------------------------------------------------------

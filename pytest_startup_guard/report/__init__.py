@@ -2,8 +2,11 @@
 
 Owns the per-attempt record (``record``), the text timeline (``timeline``), the artifacts
 folder (``artifacts``), reruns that would hide a race (``reruns``); where a test runs, its part
-put on its reports (``attach``); where reports are logged, the run's JSON report and its schema
-(``run_report``) and the terminal summary (``summary``).
+put on its reports (``attach``), with its SVG timeline in pytest-html's report (``html_extras``);
+where reports are logged, the run's JSON report and its schema (``run_report``) and the
+terminal summary (``summary``); renderings of the JSON report: the SVG timeline (``svg``), the
+standalone HTML report (``html``), and the CI matrix merged into one table (``merge``, with
+the ``startup-guard-report`` command in ``cli``).
 
 May import: settings, targets, runtime, cache, races, fleet, verdicts.
 """

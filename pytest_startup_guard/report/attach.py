@@ -3,8 +3,8 @@
 ``on_makereport`` puts the test's part on each of its reports as the attribute
 ``REPORT_ATTR`` (plain JSON values, which pytest-xdist serializes with the report, so that
 ``run_report`` gathers it wherever reports are logged). A failed phase also gets the text
-timeline in its failure message and, with ``--startup-guard-artifacts``, its folder of
-artifacts.
+timeline in its failure message, with ``--startup-guard-artifacts`` its folder of artifacts,
+and in a pytest-html run the SVG timeline as an extra (``html_extras``).
 """
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ def _describe(
         _on_failure(item, report, session, artifacts_root, record, part["attempt"])
     if report.failed or report.when == "teardown":
         part["facts"] = snapshot(record)
+    if report.failed:
+        from pytest_startup_guard.report.html_extras import add_extras, wanted
+
+        if wanted(item.config):
+            add_extras(report, part["facts"], session.replay(item.nodeid))
     if record.artifacts is not None:
         part["artifacts"] = record.artifacts
         if report.when == "teardown":

@@ -39,6 +39,7 @@ class ReportPaths:
 
     report: str | None  # --startup-guard-report, absolute
     artifacts: str | None  # --startup-guard-artifacts, absolute
+    html: str | None = None  # --startup-guard-html, absolute
 
 
 REPORT_PATHS_KEY = pytest.StashKey[ReportPaths]()
@@ -71,7 +72,7 @@ def configure(config: pytest.Config, session: GuardSession) -> None:
         artifacts = worker_input["startup_guard_artifacts"]  # the controller's, resolved there
     else:
         artifacts = resolved("artifacts")
-    config.stash[REPORT_PATHS_KEY] = ReportPaths(resolved("report"), artifacts)
+    config.stash[REPORT_PATHS_KEY] = ReportPaths(resolved("report"), artifacts, resolved("html"))
     if worker_input is None:
         run = config.stash[RUN_REPORT_KEY] = RunReport()
         config.pluginmanager.register(_ReportCollector(run), "startup-guard-report")
@@ -180,6 +181,7 @@ class RunReport:
     def __init__(self) -> None:
         self.tests: dict[str, ReportedTest] = {}
         self.written: Path | None = None
+        self.html_written: Path | None = None
         self.write_error: str | None = None
         self.strict_failed = False
 
@@ -246,15 +248,20 @@ class RunReport:
 
     def write(self, path: Path, document: dict[str, Any]) -> None:
         """Write atomically: a reader never sees half a report."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            temporary.write_text(json.dumps(document, indent=2) + "\n")
-            os.replace(temporary, path)
-        finally:
-            if temporary.exists():
-                temporary.unlink()
+        write_atomically(path, json.dumps(document, indent=2) + "\n")
         self.written = path
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """A temporary file in the same folder, then ``os.replace``: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
 
 
 def _test_document(entry: ReportedTest, session: GuardSession) -> dict[str, Any]:
@@ -306,12 +313,28 @@ def _facts_document(facts: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_report(run: RunReport, path: Path, session: pytest.Session, guard: GuardSession) -> None:
-    """Write the JSON report; a report that cannot be written fails an otherwise green run."""
+def write_report(
+    run: RunReport,
+    path: Path | None,
+    session: pytest.Session,
+    guard: GuardSession,
+    html: Path | None = None,
+) -> None:
+    """Write the JSON report and the HTML report (a rendering of the same document); a report
+    that cannot be written fails an otherwise green run."""
+    document = run.document(guard, session.exitstatus)
+    target = path
     try:
-        run.write(path, run.document(guard, session.exitstatus))
+        if path is not None:
+            run.write(path, document)
+        if html is not None:
+            from pytest_startup_guard.report.html import report_html
+
+            target = html
+            write_atomically(html, report_html(document))
+            run.html_written = html
     except OSError as error:
-        run.write_error = f"{path}: {error}"
+        run.write_error = f"{target}: {error}"
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 

@@ -61,8 +61,10 @@ def summary_lines(
         lines.append(_strict_reruns_line(len(hidden), fails=run.strict_failed or strict))
     if run.written is not None:
         lines.append((f"JSON report: {run.written}", None))
+    if run.html_written is not None:
+        lines.append((f"HTML report: {run.html_written}", None))
     if run.write_error is not None:
-        lines.append((f"could not write the JSON report: {run.write_error}", "red"))
+        lines.append((f"could not write the report: {run.write_error}", "red"))
     return lines
 
 

@@ -146,6 +146,14 @@ OPTIONS: tuple[Option, ...] = (
         metavar="PATH",
     ),
     Option(
+        "html",
+        "write a self-contained HTML report of start-up tests (totals, verdicts, SVG timelines)"
+        " to PATH",
+        parse_path,
+        None,
+        metavar="PATH",
+    ),
+    Option(
         "artifacts",
         "keep outputs, stacks, timelines and cache listings of failed start-up tests in DIR",
         parse_path,

@@ -1,0 +1,692 @@
+"""An SVG timeline of one start-up test, drawn from its entry in the JSON report.
+
+``timeline_svg(test)`` takes one entry of the report's ``tests[]`` (or the same facts as
+attached to a test's report: ``races``, ``fleets``, ``processes``) and returns an inline
+``<svg>``, or None when there is nothing to draw (no race and no fleet). It is the picture of
+the text timeline (``timeline.py``): one row per race (its windows as bands) and one per process
+(each fleet server, its Python descendants, then the other processes: the test process when it
+has hits, strays), time left to right, 0 at the release of the (first) fleet. Hover text comes
+from SVG ``<title>`` elements; there is no script. Colours are presentation attributes, so the
+picture reads the same inside any page, and every mark also has its own shape and letter.
+
+Rows and marks drawn are capped (``MAX_RACE_ROWS``, ``MAX_PROCESS_ROWS``, ``MAX_WINDOWS``,
+``MAX_HITS``): a line of the SVG says how many more were not drawn.
+
+Stable hooks (a browser test relies on them):
+
+- the root: ``svg.sg-timeline``, with ``data-zero`` (the time labelled 0, in the report's
+  seconds from the set-up of the test's first start-up fixture);
+- a row: ``g.sg-row`` with ``data-kind`` (``race``, ``server``, ``child``, ``process``),
+  ``data-label`` (``race pointer_swap``, ``server 0``, ``fleet 2 server 0``, ``server 0
+  child``, ``test``, ``pid 123``) and ``data-pid`` (process rows); its label is
+  ``text.sg-label``; everything below is inside its row;
+- a window of a race: ``rect.sg-window`` (``data-window``: its index, ``data-open``: ``1`` for
+  a window still open at the end, ``data-windows``: how many windows it stands for: windows
+  closer than ``MERGE_PX`` on the picture are drawn as one band);
+- a running stretch: ``line.sg-run``;
+- a mark: ``g.sg-mark`` plus its kind: ``sg-hit`` (``data-pid``, ``data-op``, ``data-path``,
+  ``data-race`` of its first hit, ``data-count``: how many hits of its row within ``MERGE_PX``
+  it stands for), ``sg-ready``, ``sg-exit``, ``sg-hang``, ``sg-undecided``; each has
+  ``data-t`` (seconds on the axis) and a ``<title>``;
+- the release of a fleet: ``g.sg-mark.sg-release`` (``data-fleet``: 1, 2, ...), a line across
+  the rows, outside them;
+- the axis ``g.sg-axis`` with ``g.sg-tick`` (``data-seconds``), the legend ``g.sg-legend``, and a
+  ``text.sg-note`` per kind of thing not drawn (``data-what``: ``races``, ``processes``,
+  ``windows``, ``hits``; ``data-count``), reading "N more hits not drawn ...".
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_RACE_ROWS = 8
+MAX_PROCESS_ROWS = 30
+MAX_WINDOWS = 500
+MAX_HITS = 500
+MERGE_PX = 3.0  # windows or hits of one row closer than this on the picture are drawn as one
+
+WIDTH = 960
+PLOT_LEFT = 214  # the labels' column is to the left of it
+PLOT_RIGHT = WIDTH - 16
+LABEL_CHARS = 30
+ROW_HEIGHT = 22
+TOP = 52  # title and axis above the first row
+LINE = 16  # a line of notes or legend
+CHAR_WIDTH = 6.7  # of the 11 px monospace font, to lay the legend out
+FONT = "ui-monospace, SFMono-Regular, Menlo, Consolas, 'Liberation Mono', monospace"
+
+INK = "#1f2328"
+MUTED = "#57606a"
+RUN = "#8c959f"
+HIT = "#0550ae"
+READY = "#1a7f37"
+EXIT = "#cf222e"
+HANG = "#d97706"
+UNDECIDED = "#6e7781"
+RELEASE = "#24292f"
+# Race bands, one colour per race row (none of them the hits' blue or a state's colour).
+BANDS = ("#8250df", "#e85aad", "#1b9e9e", "#9a6700", "#bf3989", "#6639ba", "#0a7b83", "#7d4e00")
+
+# The marks of a server's states: class, letter, colour, shape.
+STATES = {
+    "ready": ("sg-ready", "R", READY, "circle"),
+    "exit": ("sg-exit", "X", EXIT, "square"),
+    "hang": ("sg-hang", "H", HANG, "square"),
+    "undecided": ("sg-undecided", "U", UNDECIDED, "circle"),
+}
+
+LEGEND = (
+    ("hit", "hit: an access in an open race window"),
+    ("window", "race window open"),
+    ("run", "running"),
+    ("ready", "ready"),
+    ("exit", "exited"),
+    ("hang", "hung at the time-out"),
+    ("undecided", "undecided (machine too slow)"),
+    ("release", "release of the fleet"),
+)
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def escape(value: object) -> str:
+    """``value`` as text safe in HTML and SVG, attributes included; control characters (ANSI
+    colours in a server's output) become their visible Unicode pictures."""
+    return _CONTROL.sub(_picture, html.escape(str(value), quote=True))
+
+
+def _picture(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return chr(0x2421 if code == 0x7F else 0x2400 + code)
+
+
+def seconds(value: object, digits: int = 3) -> str:
+    """``0.214 s``, or ``-`` where there is no number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    text = f"{value:.{digits}f}"
+    if text.lstrip("-").strip("0.") == "":
+        text = text.lstrip("-")  # no "-0.000 s"
+    return f"{text} s"
+
+
+def zero_of(test: Mapping[str, Any]) -> tuple[float, str]:
+    """The time labelled 0 (the report's seconds) and what happened then: the release of the
+    first fleet that was released, else the set-up of the test's start-up fixtures."""
+    fleets = list(test.get("fleets") or [])
+    for number, fleet in enumerate(fleets, 1):
+        released = fleet.get("released")
+        if _is_number(released):
+            what = "release of the fleet" if len(fleets) == 1 else f"release of fleet {number}"
+            return float(released), what
+    return 0.0, "set-up of the test's start-up fixtures"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number(value: object) -> float | None:
+    """``value`` as seconds, or None where the report has no number."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _pid(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# -- the rows ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Mark:
+    t: float
+    kind: str  # hit, ready, exit, hang, undecided
+    tip: str
+    data: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Band:
+    begin: float
+    end: float
+    index: int
+    still_open: bool
+    tip: str
+    zero: float = 0.0  # the time labelled 0, for the hover text of merged windows
+
+
+@dataclass
+class _Row:
+    kind: str  # race, server, child, process
+    label: str  # data-label
+    text: str  # what the row's label shows
+    tip: str
+    pid: int | None = None
+    colour: str = BANDS[0]
+    bands: list[_Band] = field(default_factory=list)
+    runs: list[tuple[float, float, str]] = field(default_factory=list)
+    marks: list[_Mark] = field(default_factory=list)
+
+
+@dataclass
+class _Timeline:
+    """The rows to draw and what did not fit, with the extent of time they cover."""
+
+    rows: list[_Row]
+    releases: list[tuple[int, float, str]]  # fleet number, time, hover text
+    notes: list[tuple[str, int, str]]  # what, how many, the line
+    start: float
+    end: float
+    zero: float
+    what: str
+
+
+def _member_names(fleets: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Each server's member name as the report writes it: ``server 0``, ``fleet 2 server 0``."""
+    return [
+        [
+            (f"fleet {number} " if len(fleets) > 1 else "") + f"server {server.get('index', i)}"
+            for i, server in enumerate(fleet.get("servers") or [])
+        ]
+        for number, fleet in enumerate(fleets, 1)
+    ]
+
+
+def _who(pid: object, member: object) -> str:
+    return f"pid {pid}" + (f" ({member})" if member else "")
+
+
+def _build(test: Mapping[str, Any]) -> _Timeline:
+    races = list(test.get("races") or [])
+    fleets = list(test.get("fleets") or [])
+    processes = [p for p in test.get("processes") or [] if _is_number(p.get("pid"))]
+    zero, what = zero_of(test)
+    names = _member_names(fleets)
+    hello = {p["pid"]: p.get("hello") for p in processes if _is_number(p.get("hello"))}
+    gone = {p["pid"]: p.get("gone") for p in processes if _is_number(p.get("gone"))}
+
+    # The extent: every event the picture shows; an open window or a running process ends at
+    # the last of them (a process gone at the teardown, long after, would squeeze the rest).
+    times: list[float] = [zero]
+    for race in races:
+        times += [h["t"] for h in race.get("hits") or [] if _is_number(h.get("t"))]
+        for window in race.get("windows") or []:
+            times += [window[k] for k in ("opened", "closed") if _is_number(window.get(k))]
+    releases: list[tuple[int, float, str]] = []
+    for number, fleet in enumerate(fleets, 1):
+        released = fleet.get("released")
+        if not _is_number(released):
+            continue
+        count = len(fleet.get("servers") or [])
+        releases.append(
+            (
+                number,
+                released,
+                f"release of fleet {number} ({count} servers) at {seconds(released - zero)}",
+            )
+        )
+        times.append(released)
+        for server in fleet.get("servers") or []:
+            times += [
+                released + server[k]
+                for k in ("seconds_to_ready", "seconds_to_exit", "seconds_to_timeout")
+                if _is_number(server.get(k))
+            ]
+    times += list(hello.values())
+    last = max(times)
+
+    # Process rows, in the text timeline's order: each server and its children, then the rest.
+    rows: list[_Row] = []
+    shown: set[int] = set()
+    for number, fleet in enumerate(fleets, 1):
+        released = fleet.get("released") if _is_number(fleet.get("released")) else None
+        for i, server in enumerate(fleet.get("servers") or []):
+            name = names[number - 1][i]
+            rows.append(_server_row(name, server, released, hello, gone, last, zero))
+            if _is_number(server.get("pid")):
+                shown.add(server["pid"])
+            for process in processes:
+                if process.get("member") == name and process["pid"] not in shown:
+                    rows.append(_process_row("child", f"{name} child", process, gone, last, zero))
+                    shown.add(process["pid"])
+    hit_members: dict[int, Any] = {}
+    for race in races:
+        for hit in race.get("hits") or []:
+            if _is_number(hit.get("pid")):
+                hit_members.setdefault(hit["pid"], hit.get("member"))
+    by_pid = {p["pid"]: p for p in processes}
+    for pid in sorted((set(by_pid) | set(hit_members)) - shown):
+        process = by_pid.get(pid, {"pid": pid, "member": hit_members.get(pid)})
+        member = process.get("member")
+        label = "test" if member == "test" else f"pid {pid}"
+        rows.append(_process_row("process", label, process, gone, last, zero))
+        shown.add(pid)
+    notes: list[tuple[str, int, str]] = []
+    if len(races) > MAX_RACE_ROWS:
+        more = len(races) - MAX_RACE_ROWS
+        notes.append(("races", more, f"{more} more races not drawn (see the JSON report)"))
+    if len(rows) > MAX_PROCESS_ROWS:
+        more = len(rows) - MAX_PROCESS_ROWS
+        notes.append(("processes", more, f"{more} more processes not drawn (see the artifacts)"))
+        rows = rows[:MAX_PROCESS_ROWS]
+
+    race_rows, windows_drawn = _race_rows(races[:MAX_RACE_ROWS], last, zero)
+    windows_total = sum(int(r.get("windows_total") or 0) for r in races[:MAX_RACE_ROWS])
+    if windows_total > windows_drawn:
+        more = windows_total - windows_drawn
+        notes.append(("windows", more, f"{more} more windows not drawn (see the artifacts)"))
+
+    hits_drawn = _place_hits(races, {row.pid: row for row in rows if row.pid is not None}, zero)
+    hits_total = sum(int(r.get("hits_total") or 0) for r in races)
+    if hits_total > hits_drawn:
+        more = hits_total - hits_drawn
+        notes.append(("hits", more, f"{more} more hits not drawn (see the artifacts)"))
+    return _Timeline(
+        rows=race_rows + rows,
+        releases=releases,
+        notes=notes,
+        start=min(times),
+        end=last,
+        zero=zero,
+        what=what,
+    )
+
+
+def _server_row(
+    name: str,
+    server: Mapping[str, Any],
+    released: float | None,
+    hello: Mapping[int, float],
+    gone: Mapping[int, float],
+    last: float,
+    zero: float,
+) -> _Row:
+    """A server: running from its hello (or the release) to its exit, with its milestones."""
+    pid = _pid(server.get("pid"))
+    state = str(server.get("state", ""))
+    reason = str(server.get("reason") or "")
+    tip = f"{name}, pid {pid}: {state}" + (f" ({reason})" if reason else "")
+    row = _Row("server", name, f"{name} pid {pid}", tip, pid)
+    who = f"{name} (pid {pid})"
+    finish = min(last, gone.get(pid, last)) if pid is not None else last
+    begin = hello.get(pid, released) if pid is not None else released
+    if released is not None:  # its seconds count from the release: else they place nowhere
+        exit_after = _number(server.get("seconds_to_exit"))
+        if exit_after is not None:
+            finish = released + exit_after
+            code = server.get("returncode")
+            row.marks.append(
+                _Mark(
+                    finish,
+                    "exit",
+                    f"exited: {who} with code {code}, " + _at(exit_after, released, zero),
+                )
+            )
+        ready_after = _number(server.get("seconds_to_ready"))
+        if ready_after is not None:
+            row.marks.append(
+                _Mark(
+                    released + ready_after,
+                    "ready",
+                    f"ready: {who} " + _at(ready_after, released, zero),
+                )
+            )
+        timeout_after = _number(server.get("seconds_to_timeout"))
+        if timeout_after is not None:
+            hung = state == "hung"
+            what = "hung: not ready at the time-out" if hung else "undecided: machine too slow"
+            row.marks.append(
+                _Mark(
+                    released + timeout_after,
+                    "hang" if hung else "undecided",
+                    f"{what}: {who} "
+                    + _at(timeout_after, released, zero)
+                    + (f"; {reason}" if reason else ""),
+                )
+            )
+    if begin is not None:
+        row.runs.append((begin, finish, _running(who, begin, finish, zero)))
+    return row
+
+
+def _at(after: float, released: float, zero: float) -> str:
+    """``0.260 s after the release, at 0.260 s`` (the second on the axis)."""
+    return f"{seconds(after)} after the release, at {seconds(released + after - zero)}"
+
+
+def _running(who: str, begin: float, finish: float, zero: float) -> str:
+    return f"{who} running from {seconds(begin - zero)} to {seconds(finish - zero)}"
+
+
+def _process_row(
+    kind: str,
+    label: str,
+    process: Mapping[str, Any],
+    gone: Mapping[int, float],
+    last: float,
+    zero: float,
+) -> _Row:
+    """Another process: a server's descendant, the test process, a stray."""
+    pid = int(process["pid"])
+    if kind == "child":
+        text = f"  child pid {pid}"
+    else:
+        text = label if label == f"pid {pid}" else f"{label} pid {pid}"
+    tip = _who(pid, process.get("member"))
+    if process.get("ppid") is not None:
+        tip += f", parent {process['ppid']}"
+    if process.get("argv"):
+        tip += ": " + " ".join(str(arg) for arg in process["argv"])
+    row = _Row(kind, label, text, tip, pid)
+    begin = _number(process.get("hello"))
+    if begin is not None:
+        finish = min(gone.get(pid, last), last)  # the picture ends with the start-up's events
+        row.runs.append((begin, finish, _running(f"pid {pid}", begin, finish, zero)))
+    return row
+
+
+def _race_rows(
+    races: Sequence[Mapping[str, Any]], last: float, zero: float
+) -> tuple[list[_Row], int]:
+    """A row per race with its windows (the first ``MAX_WINDOWS`` in all), and how many."""
+    rows: list[_Row] = []
+    drawn = 0
+    for number, race in enumerate(races):
+        name = str(race.get("name", "?"))
+        target = str(race.get("target", ""))
+        tip = (
+            f"race {name} on {target} with {race.get('trigger', '?')}:"
+            f" {race.get('windows_total', 0)} windows, {race.get('hits_total', 0)} hits"
+        )
+        row = _Row("race", f"race {name}", f"race {name}", tip, colour=BANDS[number % len(BANDS)])
+        for index, window in enumerate(race.get("windows") or []):
+            if drawn >= MAX_WINDOWS or not _is_number(window.get("opened")):
+                continue
+            opened = float(window["opened"])
+            still_open = not _is_number(window.get("closed"))
+            closed = last if still_open else float(window["closed"])
+            until = "the end (still open)" if still_open else seconds(closed - zero)
+            opener = ""
+            if window.get("opened_by") is not None:
+                opener = ", opened by " + _who(window["opened_by"], window.get("member"))
+            row.bands.append(
+                _Band(
+                    opened,
+                    closed,
+                    index,
+                    still_open,
+                    f"window {index} of race {name} on {target}: open from"
+                    f" {seconds(opened - zero)} to {until} ({seconds(closed - opened)}){opener}",
+                    zero,
+                )
+            )
+            drawn += 1
+        rows.append(row)
+    return rows, drawn
+
+
+def _place_hits(races: Sequence[Mapping[str, Any]], rows: Mapping[int, _Row], zero: float) -> int:
+    """Put the hits (the first ``MAX_HITS``) on their processes' rows; how many were placed."""
+    placed = 0
+    for race in races:
+        name = str(race.get("name", "?"))
+        for hit in race.get("hits") or []:
+            row = rows.get(hit.get("pid"))
+            if placed >= MAX_HITS or row is None or not _is_number(hit.get("t")):
+                continue
+            t = float(hit["t"])
+            op, path = str(hit.get("op", "?")), str(hit.get("path", "?"))
+            row.marks.append(
+                _Mark(
+                    t,
+                    "hit",
+                    f"hit: {_who(hit['pid'], hit.get('member'))} {op} {path} at"
+                    f" {seconds(t - zero)}, in window {hit.get('window', '?')} of race {name}",
+                    {"pid": str(hit["pid"]), "op": op, "path": path, "race": name},
+                )
+            )
+            placed += 1
+    return placed
+
+
+# -- drawing -------------------------------------------------------------------------------------
+
+
+def timeline_svg(test: Mapping[str, Any]) -> str | None:
+    """The start-up of one test (an entry of the JSON report's ``tests[]``) as an inline SVG,
+    or None when there is nothing to draw: no race and no fleet."""
+    if not (test.get("races") or test.get("fleets")):
+        return None
+    timeline = _build(test)
+    span = max(timeline.end - timeline.start, 1e-3)
+
+    def x(t: float) -> float:
+        return PLOT_LEFT + (t - timeline.start) / span * (PLOT_RIGHT - PLOT_LEFT)
+
+    rows_bottom = TOP + len(timeline.rows) * ROW_HEIGHT
+    legend = _legend(rows_bottom + 10 + len(timeline.notes) * LINE)
+    height = legend[1] + 8
+    nodeid = test.get("nodeid")
+    label = "start-up timeline" + (f" of {nodeid}" if nodeid else "")
+    parts = [
+        f'<svg class="sg-timeline" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}"'
+        f' height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="{FONT}"'
+        f' font-size="11" data-zero="{timeline.zero:g}" aria-label="{escape(label)}">',
+        f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>',
+        f'<text class="sg-title" x="4" y="14" fill="{INK}">timeline: 0 = {escape(timeline.what)};'
+        " hover over a mark for its details</text>",
+    ]
+    # Stripes under every other row, then the axis and its grid, then the rows over them.
+    parts += [
+        f'<rect x="0" y="{TOP + number * ROW_HEIGHT}" width="{WIDTH}" height="{ROW_HEIGHT}"'
+        ' fill="#f6f8fa"/>'
+        for number in range(1, len(timeline.rows), 2)
+    ]
+    parts += _axis(timeline, x, rows_bottom)
+    for number, row in enumerate(timeline.rows):
+        parts += _row(row, TOP + number * ROW_HEIGHT, x, timeline.zero)
+    for number, t, tip in timeline.releases:
+        parts.append(
+            f'<g class="sg-mark sg-release" data-fleet="{number}" data-t="{t - timeline.zero:g}">'
+            f"<title>{escape(tip)}</title>"
+            f'<line x1="{x(t):.1f}" y1="{TOP - 6}" x2="{x(t):.1f}" y2="{rows_bottom}"'
+            f' stroke="{RELEASE}" stroke-width="1.5" stroke-dasharray="4 3"/></g>'
+        )
+    y = rows_bottom + 10
+    for what, count, line in timeline.notes:
+        y += LINE
+        parts.append(
+            f'<text class="sg-note" data-what="{what}" data-count="{count}" x="4" y="{y - 4}"'
+            f' fill="{EXIT}">{escape(line)}</text>'
+        )
+    parts.append(legend[0])
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _axis(timeline: _Timeline, x: Callable[[float], float], rows_bottom: int) -> list[str]:
+    """Ticks in seconds from the zero, with faint lines down across the rows."""
+    low, high = timeline.start - timeline.zero, timeline.end - timeline.zero
+    step = _nice_step(max(high - low, 1e-3) / 6)
+    digits = max(0, -math.floor(math.log10(step) + 1e-9))
+    parts = [
+        '<g class="sg-axis">',
+        f'<line x1="{PLOT_LEFT}" y1="{TOP - 6}" x2="{PLOT_RIGHT}" y2="{TOP - 6}" stroke="{MUTED}"/>',
+    ]
+    value = math.ceil(low / step - 1e-9) * step
+    while value <= high + 1e-9:
+        at = x(value + timeline.zero)
+        text = seconds(value, digits)
+        parts.append(
+            f'<g class="sg-tick" data-seconds="{round(value, 9):g}">'
+            f'<line x1="{at:.1f}" y1="{TOP - 10}" x2="{at:.1f}" y2="{TOP - 6}" stroke="{MUTED}"/>'
+            f'<line x1="{at:.1f}" y1="{TOP - 6}" x2="{at:.1f}" y2="{rows_bottom}"'
+            ' stroke="#d0d7de" stroke-width="0.5"/>'
+            f'<text x="{at:.1f}" y="{TOP - 14}" text-anchor="middle" fill="{MUTED}">'
+            f"{escape(text)}</text></g>"
+        )
+        value += step
+    parts.append("</g>")
+    return parts
+
+
+def _nice_step(rough: float) -> float:
+    """1, 2 or 5 times a power of ten, at least ``rough``."""
+    power = 10 ** math.floor(math.log10(rough))
+    for factor in (1, 2, 5, 10):
+        if factor * power >= rough:
+            return float(factor * power)
+    return float(10 * power)
+
+
+def _row(row: _Row, top: int, x: Callable[[float], float], zero: float) -> list[str]:
+    """A row's group: its label, then its bands, running stretches and marks."""
+    middle = top + ROW_HEIGHT / 2
+    attributes = f'class="sg-row" data-kind="{row.kind}" data-label="{escape(row.label)}"'
+    if row.pid is not None:
+        attributes += f' data-pid="{row.pid}"'
+    text = row.text if len(row.text) <= LABEL_CHARS else row.text[: LABEL_CHARS - 1] + "\u2026"
+    parts = [
+        f"<g {attributes}>",
+        f'<text class="sg-label" x="4" y="{middle + 4:.1f}" fill="{INK}" xml:space="preserve">'
+        f"<title>{escape(row.tip)}</title>{escape(text)}</text>",
+    ]
+    for band, count in _merged_bands(row.bands, x):
+        left, right = x(band.begin), x(band.end)
+        parts.append(
+            f'<rect class="sg-window" data-window="{band.index}" data-windows="{count}"'
+            f' data-open="{1 if band.still_open else 0}" x="{left:.1f}" y="{top + 3}"'
+            f' width="{max(right - left, 2):.1f}" height="{ROW_HEIGHT - 6}" fill="{row.colour}"'
+            f' fill-opacity="0.55" stroke="{row.colour}"><title>{escape(band.tip)}</title></rect>'
+        )
+    for begin, end, tip in row.runs:
+        parts.append(
+            f'<line class="sg-run" x1="{x(begin):.1f}" y1="{middle:.1f}" x2="{x(end):.1f}"'
+            f' y2="{middle:.1f}" stroke="{RUN}" stroke-width="3"><title>{escape(tip)}</title>'
+            "</line>"
+        )
+    # Hits under the state marks, which say more.
+    hits = _merged_hits([mark for mark in row.marks if mark.kind == "hit"], x, zero)
+    for mark in [*hits, *(mark for mark in row.marks if mark.kind != "hit")]:
+        parts.append(_mark(mark, x(mark.t), middle, zero))
+    parts.append("</g>")
+    return parts
+
+
+def _merged_bands(bands: list[_Band], x: Callable[[float], float]) -> list[tuple[_Band, int]]:
+    """Windows closer than ``MERGE_PX`` on the picture drawn as one band (a chaos refresher
+    opens thousands): ``(band, how many windows it stands for)``. The picture cannot show them
+    apart, and a page of chaos tests would otherwise weigh megabytes."""
+    merged: list[tuple[_Band, int]] = []
+    for band in sorted(bands, key=lambda b: b.begin):
+        if merged and x(band.begin) - x(merged[-1][0].end) < MERGE_PX:
+            first, count = merged[-1]
+            end = max(first.end, band.end)
+            tip = (
+                f"{count + 1} windows from {seconds(first.begin - first.zero)} to"
+                f" {seconds(end - first.zero)}, closer than the picture can show apart"
+            )
+            merged[-1] = (
+                _Band(first.begin, end, first.index, first.still_open or band.still_open, tip,
+                      first.zero),
+                count + 1,
+            )  # fmt: skip
+        else:
+            merged.append((band, 1))
+    return merged
+
+
+def _merged_hits(hits: list[_Mark], x: Callable[[float], float], zero: float) -> list[_Mark]:
+    """Hits of one row that fall within ``MERGE_PX`` of each other drawn as one mark, which
+    says how many it stands for (``data-count``) and keeps the first one's details."""
+    merged: list[_Mark] = []
+    counts: list[int] = []
+    for hit in sorted(hits, key=lambda m: m.t):
+        if merged and x(hit.t) - x(merged[-1].t) < MERGE_PX:
+            counts[-1] += 1
+            first = merged[-1]
+            first.data["count"] = str(counts[-1])
+            first.tip = (
+                f"{counts[-1]} hits from {seconds(first.t - zero)} to {seconds(hit.t - zero)};"
+                f" the first: {first.data.get('first', first.tip)}"
+            )
+            continue
+        mark = _Mark(hit.t, hit.kind, hit.tip, {**hit.data, "count": "1"})
+        mark.data["first"] = hit.tip
+        merged.append(mark)
+        counts.append(1)
+    for mark in merged:
+        mark.data.pop("first", None)
+    return merged
+
+
+def _mark(mark: _Mark, cx: float, cy: float, zero: float) -> str:
+    data = "".join(f' data-{key}="{escape(value)}"' for key, value in mark.data.items())
+    head = (
+        f'<g class="sg-mark {"sg-hit" if mark.kind == "hit" else STATES[mark.kind][0]}"'
+        f' data-t="{round(mark.t - zero, 6):g}"{data}><title>{escape(mark.tip)}</title>'
+    )
+    return head + _shape(mark.kind, cx, cy) + "</g>"
+
+
+def _shape(kind: str, cx: float, cy: float) -> str:
+    """The picture of a mark: a diamond for a hit, a lettered badge for a state."""
+    if kind == "hit":
+        r = 4.5
+        return (
+            f'<polygon points="{cx:.1f},{cy - r:.1f} {cx + r:.1f},{cy:.1f} {cx:.1f},{cy + r:.1f}'
+            f' {cx - r:.1f},{cy:.1f}" fill="{HIT}" stroke="#ffffff" stroke-width="0.8"/>'
+        )
+    _, letter, colour, shape = STATES[kind]
+    if shape == "circle":
+        badge = f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="7" fill="{colour}"/>'
+    else:
+        badge = (
+            f'<rect x="{cx - 7:.1f}" y="{cy - 7:.1f}" width="14" height="14" rx="2"'
+            f' fill="{colour}"/>'
+        )
+    return (
+        badge + f'<text x="{cx:.1f}" y="{cy + 3.8:.1f}" text-anchor="middle" font-size="10.5"'
+        f' font-weight="bold" fill="#ffffff">{letter}</text>'
+    )
+
+
+def _legend(top: int) -> tuple[str, int]:
+    """The legend from ``top`` down, wrapped to the width; and where it ends."""
+    parts = ['<g class="sg-legend">']
+    x, y = 4.0, top + LINE - 4
+    parts.append(f'<text x="{x}" y="{y}" fill="{MUTED}">legend:</text>')
+    x += 8 * CHAR_WIDTH
+    for kind, words in LEGEND:
+        width = 22 + len(words) * CHAR_WIDTH + 14
+        if x + width > WIDTH - 4:
+            x, y = 4.0 + 8 * CHAR_WIDTH, y + LINE
+        cy = y - 4
+        if kind == "hit" or kind in STATES:
+            sample = _shape(kind, x + 8, cy)
+        elif kind == "window":
+            sample = (
+                f'<rect x="{x:.1f}" y="{cy - 6:.1f}" width="16" height="12" fill="{BANDS[0]}"'
+                ' fill-opacity="0.55"/>'
+            )
+        elif kind == "run":
+            sample = (
+                f'<line x1="{x:.1f}" y1="{cy:.1f}" x2="{x + 16:.1f}" y2="{cy:.1f}" stroke="{RUN}"'
+                ' stroke-width="3"/>'
+            )
+        else:
+            sample = (
+                f'<line x1="{x + 8:.1f}" y1="{cy - 7:.1f}" x2="{x + 8:.1f}" y2="{cy + 7:.1f}"'
+                f' stroke="{RELEASE}" stroke-width="1.5" stroke-dasharray="4 3"/>'
+            )
+        parts.append(sample)
+        parts.append(f'<text x="{x + 22:.1f}" y="{y}" fill="{INK}">{escape(words)}</text>')
+        x += width
+    parts.append("</g>")
+    return "\n".join(parts), y + 4
