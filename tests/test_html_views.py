@@ -125,13 +125,13 @@ return {
 """
 
 
-def test_pytest_html_shows_the_timeline_of_each_failed_start_up(
+def test_pytest_html_shows_the_timeline_of_each_failed_start_up_under_xdist(
     chromium: str, guard_pytester: pytest.Pytester
 ) -> None:
     guard_pytester.makepyfile(test_views=VIEWS_TEST)
     page = guard_pytester.path / "pytest-html.html"
     result = guard_pytester.runpytest_subprocess(
-        "-p", "startup_guard", "-p", "html", "-p", "metadata",
+        "-p", "startup_guard", "-p", "html", "-p", "metadata", "-p", "xdist", "-n", "2",
         f"--html={page}", "--self-contained-html",
     )  # fmt: skip
     result.assert_outcomes(passed=1, failed=2)
