@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_startup_guard.report.svg import escape, seconds, timeline_svg, zero_of
+from pytest_startup_guard.report.words import ready_words
 
 CSS = """
 :root { color-scheme: light; }
@@ -288,12 +289,7 @@ def _reruns_text(test: Mapping[str, Any]) -> str:
 
 
 def _ready_text(ttr: Mapping[str, Any] | None) -> str:
-    if not ttr:
-        return "-"
-    text = f"{ttr.get('ready', 0)} of {ttr.get('servers', 0)} ready"
-    if ttr.get("ready"):
-        text += f": median {seconds(ttr.get('median'), 2)}, worst {seconds(ttr.get('worst'), 2)}"
-    return text
+    return ready_words(ttr) or "-"
 
 
 # -- one test ------------------------------------------------------------------------------------

@@ -25,6 +25,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from pytest_startup_guard.report.words import VERDICT_WORDS, ready_words, verdict_words
+
 # The report's own description; shipped in the package, next to the report modules' parent.
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "report-schema.json"
 TARGET_ORDER = ("cpu", "cuda", "rocm")
@@ -32,6 +34,14 @@ TITLE = "startup guard: the CI matrix"
 PASSING = ("passed", "xfailed", "xpassed")  # a test that ran and did not fail
 FAILING = ("failed", "error")
 MARKDOWN_FAILURE_CHARS = 200  # a failure message in a markdown cell is cut to this
+__all__ = [
+    "VERDICT_WORDS",
+    "merge",
+    "ready_words",
+    "render_html",
+    "render_markdown",
+    "verdict_words",
+]
 
 
 def _schema_constants() -> tuple[str, int]:
@@ -275,34 +285,6 @@ def merge(paths: list[Path]) -> Matrix:
 
 # -- words -----------------------------------------------------------------------------------
 
-VERDICT_WORDS = {  # kind: (as expected, not as expected), as the terminal summary words them
-    "transient": ("survived", "did not survive"),
-    "corrupt": ("failed closed", "did not fail closed"),
-    "stale": ("recovered or failed closed", "hung or failed unclearly on the stale lock"),
-}
-
-
-def verdict_words(verdict: dict[str, Any] | None) -> str:
-    """``survived``, ``failed closed``, ``did not survive``, ``undecided ...``; "" without one."""
-    if not verdict:
-        return ""
-    if verdict.get("undecided"):
-        return "undecided: the machine was too slow to decide"
-    if not verdict.get("checked"):
-        return "verdict never checked"
-    done, missed = VERDICT_WORDS.get(str(verdict.get("kind")), ("as expected", "not as expected"))
-    return done if verdict.get("passed") else missed
-
-
-def ready_words(ttr: dict[str, Any] | None) -> str:
-    """``2 of 2 ready (median 0.62 s, worst 0.70 s)``; "" for a test without a fleet."""
-    if not ttr:
-        return ""
-    text = f"{ttr.get('ready', 0)} of {ttr.get('servers', 0)} ready"
-    if ttr.get("ready"):
-        text += f" (median {_seconds(ttr.get('median'))}, worst {_seconds(ttr.get('worst'))})"
-    return text
-
 
 def totals_line(report: Report) -> str:
     """A target's totals: ``5 start-up tests: 3 passed, 2 failed; 1 passed only on a rerun;
@@ -322,11 +304,6 @@ def totals_line(report: Report) -> str:
         where += f", seed {report.document['seed']}"
     pieces.append(f"exit status {report.document.get('exit_status', '?')} ({where})")
     return "; ".join(pieces)
-
-
-def _seconds(value: object) -> str:
-    """``1.23 s``, or ``-`` where there is no number."""
-    return f"{value:.2f} s" if isinstance(value, (int, float)) else "-"
 
 
 # -- markdown (a GitHub job summary) -----------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_startup_guard.report.run_report import OUTCOMES
+from pytest_startup_guard.report.words import VERDICT_WORDS, ready_words
 
 if TYPE_CHECKING:
     import pytest
@@ -222,12 +223,7 @@ def _races_text(races: list[dict[str, Any]]) -> str:
 
 def _ready_text(ttr: dict[str, Any] | None) -> str:
     """How many servers became ready, and how fast; "" for a test without a fleet."""
-    if not ttr:
-        return ""
-    text = f"{ttr['ready']} of {ttr['servers']} ready"
-    if ttr["ready"]:
-        text += f" (median {_seconds(ttr['median'])}, worst {_seconds(ttr['worst'])})"
-    return text
+    return ready_words(ttr)
 
 
 def _verdict_text(verdict: dict[str, Any] | None) -> str:
@@ -236,11 +232,7 @@ def _verdict_text(verdict: dict[str, Any] | None) -> str:
         return ""
     if not verdict["checked"]:
         return f"{verdict['case']}: never checked"
-    done, missed = {
-        "transient": ("survived", "did not survive"),
-        "corrupt": ("failed closed", "did not fail closed"),
-        "stale": ("recovered or failed closed", "hung or failed unclearly on the stale lock"),
-    }[verdict["kind"]]
+    done, missed = VERDICT_WORDS[verdict["kind"]]
     return f"{verdict['case']}: {done if verdict['passed'] else missed}"
 
 
