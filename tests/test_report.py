@@ -175,15 +175,16 @@ def test_json_report_validates_under_xdist_and_holds_every_start_up_test(
     assert f"JSON report: {path}" in lines
 
 
-def test_a_report_that_cannot_be_written_fails_the_run(guard_pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("option", ["--startup-guard-report", "--startup-guard-html"])
+def test_a_report_that_cannot_be_written_fails_the_run(
+    guard_pytester: pytest.Pytester, option: str
+) -> None:
     guard_pytester.makepyfile("def test_races(hub_race):\n    pass\n")
     (guard_pytester.path / "a-file").write_text("")
-    result = guard_pytester.runpytest_subprocess(
-        "-p", "startup_guard", "--startup-guard-report=a-file/report.json"
-    )
+    result = guard_pytester.runpytest_subprocess("-p", "startup_guard", f"{option}=a-file/report")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    result.stdout.fnmatch_lines(["could not write the report: *a-file/report.json: *"])
+    result.stdout.fnmatch_lines(["could not write the report: *a-file/report: *"])
 
 
 # -- terminal summary, timeline, artifacts -------------------------------------------------------

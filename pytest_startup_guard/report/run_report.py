@@ -333,8 +333,9 @@ def write_report(
             target = html
             write_atomically(html, report_html(document))
             run.html_written = html
-    except OSError as error:
-        run.write_error = f"{target}: {error}"
+    except Exception as error:  # OSError, or a view that cannot render: said, never a crash
+        why = str(error) if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
+        run.write_error = f"{target}: {why}"
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
