@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness import Figure, emit, figure, parse_args
-from workbench import EXAMPLES, Bench, workbench
+from workbench import EXAMPLES, Bench, first_failure, workbench
 
 from pytest_startup_guard import port_taken, ready, same_port
 from pytest_startup_guard.fleet.fleet import Fleet, ServerFleet
@@ -90,19 +90,6 @@ def launch(
     )
 
 
-def first_failure(fleet: Fleet, started: float) -> float | None:
-    """Seconds from the launch to the first server that exited or hung (the verdict's moment)."""
-    moments = [
-        s.seconds_to_exit if s.state == "exited" else s.seconds_to_timeout
-        for s in fleet.servers
-        if s.state in ("exited", "hung")
-    ]
-    moments = [m for m in moments if m is not None]
-    if not moments or fleet.released_t is None:
-        return None
-    return (fleet.released_t - started) + min(moments)
-
-
 def caught_run(bench: Bench, fault: str, run: int, count: int) -> float | None:
     """One start-up of servers that do not handle ``fault``; seconds to the first failure."""
     with bench.shared_test(seed=run) as (shared, races, fleets):
@@ -112,7 +99,7 @@ def caught_run(bench: Bench, fault: str, run: int, count: int) -> float | None:
         started = time.monotonic()
         port_fault = fault if fault in PORTS else None
         fleet = launch(fleets, port_fault, folder, UNHANDLED[fault], count, fault)
-        return first_failure(fleet, started)
+        return first_failure(fleet, started, hung=True)
 
 
 def clean_run(bench: Bench, fault: str, count: int) -> float:

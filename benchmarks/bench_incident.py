@@ -24,7 +24,7 @@ import sys
 import time
 
 from harness import Figure, emit, figure, parse_args
-from workbench import Bench, server_command, workbench
+from workbench import Bench, first_failure, server_command, workbench
 
 from pytest_startup_guard import chaos, ready
 from pytest_startup_guard.fleet.fleet import Fleet, ServerFleet
@@ -59,17 +59,6 @@ def launch(fleets: ServerFleet, policy: str = "naive") -> tuple[Fleet, float]:
         server_command(policy, "autoconfig"), count=SERVERS, ready=ready.http("/health")
     )
     return fleet, started
-
-
-def first_failure(fleet: Fleet, started: float) -> float | None:
-    exits = [
-        s.seconds_to_exit
-        for s in fleet.servers
-        if s.state == "exited" and s.seconds_to_exit is not None
-    ]
-    if not exits or fleet.released_t is None:
-        return None
-    return (fleet.released_t - started) + min(exits)
 
 
 def run_mode(bench: Bench, mode: str, race: str, run: int) -> tuple[float | None, float]:

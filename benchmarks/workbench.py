@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_startup_guard import FakeHubCache
-from pytest_startup_guard.fleet.fleet import ServerFleet
+from pytest_startup_guard.fleet.fleet import Fleet, ServerFleet
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.races.hubrace import HubRace
@@ -26,7 +26,7 @@ sys.path.insert(0, str(EXAMPLES))
 from zoo import CONFIG  # noqa: E402 - the bug zoo's servers and config, as its tests use them
 from zoo import command as server_command  # noqa: E402
 
-__all__ = ["CONFIG", "Bench", "server_command", "workbench"]
+__all__ = ["CONFIG", "Bench", "first_failure", "server_command", "workbench"]
 
 
 @dataclass
@@ -90,6 +90,20 @@ class Bench:
                 yield shared, r, f
         finally:
             shutil.rmtree(shared, ignore_errors=True)
+
+
+def first_failure(fleet: Fleet, started: float, *, hung: bool = False) -> float | None:
+    """Seconds from ``started`` (the launch) to the first server that exited, or with
+    ``hung=True`` also was found hung (the moment a verdict could be given); None if none."""
+    moments = [
+        s.seconds_to_exit if s.state == "exited" else s.seconds_to_timeout
+        for s in fleet.servers
+        if s.state == "exited" or (hung and s.state == "hung")
+    ]
+    found = [moment for moment in moments if moment is not None]
+    if not found or fleet.released_t is None:
+        return None
+    return (fleet.released_t - started) + min(found)
 
 
 @contextmanager

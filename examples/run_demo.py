@@ -102,16 +102,20 @@ def zoo_table(rows: list[tuple[str, str, str, str]]) -> bool:
         )
     for _, _, case, policy, kind, outcome, detail in sorted(cells):
         want = expected(policy, kind)
-        same = outcome == want
-        agree &= same
-        why = WHY.get((policy, kind), "") if outcome == "fail" else ""
-        if outcome == "fail" and detail:
-            why = f"{why}: {detail}" if why else detail
-        status = "as expected" if same else "DIFFERENT"
-        print(
-            f"{policy:<11} {kind + ' ' + case:<26} {want:<9} {outcome:<9} {status:<12} {why[:110]}"
-        )
+        agree &= outcome == want
+        status = judged(want, outcome, detail, WHY.get((policy, kind), ""))
+        print(f"{policy:<11} {kind + ' ' + case:<26} {status}")
     return agree
+
+
+def judged(want: str, outcome: str, detail: str, why: str) -> str:
+    """The end of a table row: expected, observed, whether they agree, and why it failed."""
+    if outcome != "fail":
+        why = ""
+    elif detail:
+        why = f"{why}: {detail}" if why else detail
+    status = "as expected" if outcome == want else "DIFFERENT"
+    return f"{want:<9} {outcome:<9} {status:<12} {why[:110]}"
 
 
 def faults_table(rows: list[tuple[str, str, str, str]]) -> bool:
@@ -131,13 +135,10 @@ def faults_table(rows: list[tuple[str, str, str, str]]) -> bool:
             cells.append((order.index(fault), fault, policy, outcome, detail))
     for _, fault, policy, outcome, detail in sorted(cells):
         want = faults.EXPECTED[fault][policy]
-        same = outcome == want
-        agree &= same
-        why = faults.WHY.get(policy, "") if outcome == "fail" else ""
-        if outcome == "fail" and detail:
-            why = f"{why}: {detail}" if why else detail
-        status = "as expected" if same else "DIFFERENT"
-        print(f"{fault:<16} {policy:<7} {want:<9} {outcome:<9} {status:<12} {why[:110]}")
+        agree &= outcome == want
+        print(
+            f"{fault:<16} {policy:<7} {judged(want, outcome, detail, faults.WHY.get(policy, ''))}"
+        )
     expected_cells = sum(len(policies) for policies in faults.EXPECTED.values())
     if len(cells) != expected_cells:
         print(f"  {expected_cells - len(cells)} of {expected_cells} rows are missing")

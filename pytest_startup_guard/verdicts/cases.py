@@ -281,12 +281,8 @@ class StartupCase:
                 )
             elif server.returncode == 0:
                 problems.append(f"server {server.index} exited with code 0 on a corrupt config")
-            elif (server.own_seconds_to_exit or 0.0) >= fleet.timeout:
-                problems.append(
-                    f"server {server.index} failed only after the readiness time-out: it exited"
-                    f" after {server.own_seconds_to_exit:.2f} s of its own time, {fleet.timeout:g} s"
-                    " allowed"
-                )
+            elif _exited_late(server, fleet):
+                problems.append(_late_exit(server, fleet))
             elif not any(name in server.output for name in names):
                 problems.append(
                     f"server {server.index} failed, but its output names neither {self.filename!r} nor"
@@ -321,12 +317,8 @@ class StartupCase:
                     f"server {server.index} exited with code 0 before it was ready: a failed"
                     f" start-up on the stale lock {lock} must exit non-zero"
                 )
-            elif (server.own_seconds_to_exit or 0.0) >= fleet.timeout:
-                problems.append(
-                    f"server {server.index} failed only after the readiness time-out: it exited"
-                    f" after {server.own_seconds_to_exit:.2f} s of its own time, {fleet.timeout:g} s"
-                    " allowed"
-                )
+            elif _exited_late(server, fleet):
+                problems.append(_late_exit(server, fleet))
             elif lock.name not in server.output:
                 problems.append(
                     f"server {server.index} failed, but its output does not name the lock"
@@ -336,6 +328,18 @@ class StartupCase:
 
 
 UNDECIDED = "UNDECIDED"
+
+
+def _exited_late(server: Server, fleet: Fleet) -> bool:
+    """Whether a failed start-up failed only after the readiness time-out (its own time)."""
+    return (server.own_seconds_to_exit or 0.0) >= fleet.timeout
+
+
+def _late_exit(server: Server, fleet: Fleet) -> str:
+    return (
+        f"server {server.index} failed only after the readiness time-out: it exited after"
+        f" {server.own_seconds_to_exit:.2f} s of its own time, {fleet.timeout:g} s allowed"
+    )
 
 
 def _undecided(server: Server) -> str:
