@@ -239,3 +239,53 @@ def test_in_process_accesses_of_the_test_process(guard_pytester: pytest.Pytester
         """
     )
     guard_pytester.runpytest_subprocess("-p", "startup_guard").assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize(
+    ("ending", "code", "cycle_finalized"),
+    [
+        ("sys.exit(3)", 3, False),
+        ("raise RuntimeError('boom')", 1, False),
+        ("sys.exit(0)", 0, True),
+        ("pass", 0, True),
+    ],
+)
+def test_a_failing_exit_skips_the_collector_and_keeps_exit_code_and_handlers(
+    guard_pytester: pytest.Pytester, ending: str, code: int, cycle_finalized: bool
+) -> None:
+    """A process under the runtime that exits with a failure freezes the collector after its
+    own exit handlers (finalization after ``import transformers`` took 200 ms): its exit code
+    and exit handlers stay, only objects in reference cycles are left to the OS. A clean exit
+    is left as it is, and so is every process outside the runtime."""
+    guard_pytester.makepyfile(
+        f"""
+        import os, subprocess, sys
+
+        CHILD = (
+            "import atexit, sys\\n"
+            "class Noisy:\\n"
+            "    def __del__(self): print('finalized cycle', flush=True)\\n"
+            "cycle = Noisy()\\n"
+            "cycle.me = cycle\\n"
+            "atexit.register(lambda: print('exit handler ran', flush=True))\\n"
+            "{ending}\\n"
+        )
+
+        def run(env):
+            return subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=60)
+
+        def test_under_the_runtime(child_runtime):
+            done = run({{**os.environ, **child_runtime.env}})
+            assert child_runtime.history, "the child never reported in: not under the runtime"
+            assert done.returncode == {code}, done.stderr
+            lines = done.stdout.splitlines()
+            assert "exit handler ran" in lines
+            assert ("finalized cycle" in lines) is {cycle_finalized}, lines
+
+        def test_outside_the_runtime_the_cycle_is_always_finalized():
+            done = run({{k: v for k, v in os.environ.items() if not k.startswith("STARTUP_GUARD_")}})
+            assert done.returncode == {code}
+            assert "finalized cycle" in done.stdout.splitlines()
+        """
+    )
+    guard_pytester.runpytest_subprocess("-p", "startup_guard").assert_outcomes(passed=2)

@@ -11,13 +11,17 @@ A process started with ``STARTUP_GUARD_PLAN`` in its environment imports this mo
   side can change the cache exactly then (a synchronous trigger);
 - when the controller asks for them (a launch with port faults), also reports every
   ``socket.bind`` of an internet address before it happens, and waits while the controller
-  answers "wait" (how ``same_port`` lets one member bind before the other).
+  answers "wait" (how ``same_port`` lets one member bind before the other);
+- when it is exiting with a failure (an uncaught exception, or ``sys.exit`` with a non-zero
+  status), freezes the garbage collector after every exit handler of the program has run, so
+  that finalization does not trace every object again: a server that imported transformers
+  spent about 200 ms of its exit there, longer than it took to fail (``_freeze_failing_exit``).
 
 The test process uses the same hook for its own accesses (``activate_in_process``), with the
 controller called directly instead of through the socket.
 
 Built-in modules only (``_socket``, ``_thread``, ``_signal``, ``marshal``, ``select``,
-``faulthandler``): it runs in every process under test before user code, and json, socket,
+``faulthandler``, ``atexit``, ``gc``): it runs in every process under test before user code, and json, socket,
 threading or typing would add tens of milliseconds to each start-up. Every module it needs is
 imported up front: an import inside an audit hook nests dozens of events.
 """
@@ -27,7 +31,9 @@ from __future__ import annotations
 import _signal  # type: ignore[import-not-found]  # signal minus its enum import
 import _socket
 import _thread
+import atexit
 import faulthandler
+import gc
 import os
 import select
 import sys
@@ -48,14 +54,16 @@ from pytest_startup_guard.runtime.protocol import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import IO, Any
+    from typing import IO, Any, NoReturn
 
     AccessSink = Callable[[str, str], None]
 
 # Reported only when the controller asks (``binds`` in its hello reply). Binds are rare: they
 # are told apart only where an open's path is not a str, off the path of a common open.
 BIND_EVENT = "socket.bind"
-_HOOKED_EVENTS = ACCESS_EVENTS | {BIND_EVENT}
+# Raised by the interpreter right before it prints an uncaught exception: the process fails.
+EXCEPTHOOK_EVENT = "sys.excepthook"
+_HOOKED_EVENTS = ACCESS_EVENTS | {BIND_EVENT, EXCEPTHOOK_EVENT}
 _MAX_BIND_WAIT = 0.05  # seconds: the longest a single "wait" answer may make a bind sleep
 
 # SIGURG's default action is to ignore it: a dump request that reaches a process before it
@@ -133,6 +141,7 @@ class _State:
     hook_installed = False
     fork_handler_installed = False
     owner_pid = 0  # the pid the in-process sink belongs to
+    failing = False  # an uncaught exception or a failing sys.exit: it exits with a failure
 
 
 _state = _State()
@@ -144,11 +153,10 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         return
     prefixes = _state.prefixes
     if not prefixes or not args:
-        if event == BIND_EVENT and _state.binds:
-            _report_bind(args)
+        _rare_event(event, args)
         return
     path = args[0]
-    if type(path) is not str:  # a bind's first argument is its socket: it ends up here
+    if type(path) is not str:  # a bind's or the excepthook's first argument ends up here
         if isinstance(path, bytes):
             path = os.fsdecode(path)
         elif isinstance(path, os.PathLike):
@@ -156,8 +164,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             if isinstance(path, bytes):
                 path = os.fsdecode(path)
         else:
-            if event == BIND_EVENT and _state.binds:
-                _report_bind(args)
+            _rare_event(event, args)
             return  # a file descriptor, or nothing
     if not path.startswith(prefixes):
         if path.startswith("/"):
@@ -177,6 +184,15 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         pass
     finally:
         set_unobserved(False)
+
+
+def _rare_event(event: str, args: tuple[Any, ...]) -> None:
+    """A bind (reported when asked) or an uncaught exception (the process fails)."""
+    if event == BIND_EVENT:
+        if _state.binds:
+            _report_bind(args)
+    elif event == EXCEPTHOOK_EVENT and _state.plan is not None:
+        _state.failing = True
 
 
 def _client_sink(event: str, path: str) -> None:
@@ -379,6 +395,41 @@ def boot() -> None:
     _register_dump(plan)
     _hello(forked=False)
     _install_hook()
+    _watch_failing_exit()
+
+
+def _watch_failing_exit() -> None:
+    """Note a failing ``sys.exit``, and freeze the collector at the very end of a failing exit.
+
+    The exit handler is registered before any user code, so it runs after every exit handler
+    of the program. ``sys.exit`` is wrapped rather than hooked: no audit event tells its status,
+    and console scripts end with ``sys.exit(main())``.
+    """
+    original = sys.exit
+
+    def exit(status: Any = None) -> NoReturn:
+        if status is not None and status != 0:
+            _state.failing = True
+        original(status)
+
+    exit.__doc__ = original.__doc__
+    sys.exit = exit
+    atexit.register(_freeze_failing_exit)
+
+
+def _freeze_failing_exit() -> None:
+    """In a process exiting with a failure, leave every object to reference counting.
+
+    Finalization runs the cycle collector over every module's objects several times: about
+    200 ms after ``import transformers`` on this project's CI machine, 20 ms frozen, and a
+    caught race ends when its first server has exited. The exit code is decided by then. What
+    changes: objects that only module globals keep alive are finalized when their module is
+    cleared, later, where their ``__del__`` may find other globals already set to None (as
+    Python's documentation warns it may at any exit). A process that exits cleanly is left as it
+    is.
+    """
+    if _state.failing:
+        gc.freeze()
 
 
 # -- the test process ------------------------------------------------------------------------
