@@ -32,7 +32,8 @@ from harness import Figure, emit, figure, parse_args
 from workbench import EXAMPLES, Bench, first_failure, workbench
 
 from pytest_startup_guard import port_taken, ready, same_port
-from pytest_startup_guard.fleet.fleet import Fleet, ServerFleet
+from pytest_startup_guard.fleet.fleet import Fleet
+from pytest_startup_guard.fleet.server_fleet import ServerFleet
 from pytest_startup_guard.verdicts.cases import CaseSpec, StartupCase
 
 sys.path.insert(0, str(EXAMPLES))

@@ -21,9 +21,9 @@ from pathlib import Path
 from harness import Figure, emit, figure, parse_args
 
 from pytest_startup_guard import ready
-from pytest_startup_guard.fleet.fleet import ServerFleet
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
+from pytest_startup_guard.fleet.server_fleet import ServerFleet
 from pytest_startup_guard.runtime.controller import RuntimeController
 
 STUB = (

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_startup_guard import FakeHubCache
-from pytest_startup_guard.fleet.fleet import Fleet, ServerFleet
+from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
+from pytest_startup_guard.fleet.server_fleet import ServerFleet
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.runtime.controller import RuntimeController
@@ -60,6 +61,7 @@ class Bench:
             default_timeout=60,
             default_cache=cache,
             races=lambda: races.armed,
+            hub_race=races,
         )
         try:
             yield folder, races, fleets

@@ -35,7 +35,10 @@ _EXPORTS = {
     "RuntimeController": "pytest_startup_guard.runtime.controller",
     "Fleet": "pytest_startup_guard.fleet.fleet",
     "Server": "pytest_startup_guard.fleet.fleet",
-    "ServerFleet": "pytest_startup_guard.fleet.fleet",
+    "ServerFleet": "pytest_startup_guard.fleet.server_fleet",
+    "FleetExploration": "pytest_startup_guard.fleet.explore",
+    "AccessPoint": "pytest_startup_guard.fleet.explore",
+    "PointOutcome": "pytest_startup_guard.fleet.explore",
     "cpu_load": "pytest_startup_guard.fleet.load",
     "port_taken": "pytest_startup_guard.fleet.port_faults",
     "same_port": "pytest_startup_guard.fleet.port_faults",
@@ -68,6 +71,7 @@ _MODULES = {"ready": "pytest_startup_guard.fleet.ready"}
 __all__ = [
     "CORRUPTIONS",
     "RACES",
+    "AccessPoint",
     "ArmedPortFault",
     "ArmedRace",
     "BackgroundImport",
@@ -76,12 +80,14 @@ __all__ = [
     "Exploration",
     "FakeHubCache",
     "Fleet",
+    "FleetExploration",
     "HubRace",
     "ImportProbeError",
     "ImportRaceProbe",
     "ImportRaceResult",
     "ImportRun",
     "PathTarget",
+    "PointOutcome",
     "PortHit",
     "PortTaken",
     "Race",
@@ -125,7 +131,8 @@ if TYPE_CHECKING:
     from pytest_startup_guard.cache.sources import RepoSourceError
     from pytest_startup_guard.errors import StartupGuardError, UnknownNameError, UnsafeCacheError
     from pytest_startup_guard.fleet import ready
-    from pytest_startup_guard.fleet.fleet import Fleet, Server, ServerFleet
+    from pytest_startup_guard.fleet.explore import AccessPoint, FleetExploration, PointOutcome
+    from pytest_startup_guard.fleet.fleet import Fleet, Server
     from pytest_startup_guard.fleet.load import cpu_load
     from pytest_startup_guard.fleet.port_faults import (
         ArmedPortFault,
@@ -135,6 +142,7 @@ if TYPE_CHECKING:
         port_taken,
         same_port,
     )
+    from pytest_startup_guard.fleet.server_fleet import ServerFleet
     from pytest_startup_guard.imports.probe import (
         ImportProbeError,
         ImportRaceProbe,

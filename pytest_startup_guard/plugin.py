@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -24,8 +24,9 @@ from pytest_startup_guard.targets.detection import TargetChoice, choose_target, 
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
-    from pytest_startup_guard.fleet.fleet import ServerFleet
+    from pytest_startup_guard.fleet.explore import ExploreRequest
     from pytest_startup_guard.fleet.reaper import Reaper
+    from pytest_startup_guard.fleet.server_fleet import ServerFleet
     from pytest_startup_guard.races.hubrace import HubRace
     from pytest_startup_guard.report.run_report import ReportPaths
     from pytest_startup_guard.runtime.controller import RuntimeController
@@ -330,8 +331,8 @@ def server_fleet(
     Every process tree is ended at teardown (SIGTERM, SIGKILL after 5 s), also when pytest
     dies without its teardown (a reaper process outlives it).
     """
-    from pytest_startup_guard.fleet.fleet import ServerFleet
     from pytest_startup_guard.fleet.ports import PortLeases
+    from pytest_startup_guard.fleet.server_fleet import ServerFleet
 
     session = get_session(request.config)
     default_cache = (
@@ -345,6 +346,12 @@ def server_fleet(
         default_timeout=session.readiness_timeout,
         default_cache=default_cache,
         races=lambda: hub_race.armed,
+        hub_race=hub_race,
+        replay=lambda point: (
+            f"{session.replay(request.node.nodeid)} --startup-guard-explore-point={point}"
+        ),
+        explore_point=cast("int | None", session.value("explore_point")),
+        explore_request=lambda: _explore_request(request),
     )
     _record(request).fleets = fleets
     try:
@@ -354,6 +361,12 @@ def server_fleet(
 
 
 CASE_KEY = pytest.StashKey["StartupCase"]()
+
+
+def _explore_request(request: pytest.FixtureRequest) -> ExploreRequest | None:
+    """The applied explore=True case of this test, if any: its launch explores."""
+    case = request.node.stash.get(CASE_KEY, None)
+    return case.explore_request if case is not None else None
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

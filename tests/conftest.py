@@ -32,6 +32,7 @@ def guard_pytester(
         "STARTUP_GUARD_ARTIFACTS",
         "STARTUP_GUARD_STRICT_RERUNS",
         "STARTUP_GUARD_STRESS",
+        "STARTUP_GUARD_EXPLORE_POINT",
         "PYTEST_ADDOPTS",
     ):
         monkeypatch.delenv(name, raising=False)

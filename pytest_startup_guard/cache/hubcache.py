@@ -28,6 +28,7 @@ from typing import Any
 from pytest_startup_guard.cache.corruptions import CorruptionTarget, get_corruption
 from pytest_startup_guard.cache.layout import (
     LFS_THRESHOLD_BYTES,
+    REPO_TYPES,
     FileContent,
     atomic_link_or_copy,
     atomic_symlink,
@@ -433,10 +434,16 @@ class FakeHubCache:
             raise UnsafeCacheError(
                 "copy_of() makes a private copy; call it on hub_cache, not on shared_hub_cache"
             )
-        source = repo.path
         destination = self.hub_dir / repo.folder_name
         if destination.exists():
             raise StartupGuardError(f"{repo.repo_id} is already in {self.hub_dir}; copy it once")
+        self._copy_repo_folder(repo.path, destination)
+        return CachedRepo(
+            self, repo.repo_id, repo.repo_type, repo.revision, repo.commit, repo.files
+        )
+
+    def _copy_repo_folder(self, source: Path, destination: Path) -> None:
+        """Blobs and pointers hard-linked, refs and ``.no_exist`` entries copied."""
         destination.mkdir(parents=True)
         for name in ("blobs", "snapshots"):
             if (source / name).is_dir():
@@ -444,10 +451,18 @@ class FakeHubCache:
         for name in ("refs", ".no_exist"):  # small files users may edit: real copies
             if (source / name).is_dir():
                 shutil.copytree(source / name, destination / name, symlinks=True)
-        (self.hub_dir / ".locks" / repo.folder_name).mkdir(parents=True, exist_ok=True)
-        return CachedRepo(
-            self, repo.repo_id, repo.repo_type, repo.revision, repo.commit, repo.files
-        )
+        (self.hub_dir / ".locks" / destination.name).mkdir(parents=True, exist_ok=True)
+
+    def clone(self, root: str | os.PathLike[str]) -> FakeHubCache:
+        """A private cache at ``root`` (new or empty) holding a copy of every repo of this one,
+        as ``copy_of`` copies one: what a process needs to race a cache no other process reads
+        (``server_fleet.explore`` gives each member one). A shared cache may be cloned too."""
+        with unobserved():
+            clone = FakeHubCache(root)
+            for folder in sorted(self.hub_dir.iterdir()):
+                if folder.is_dir() and folder.name.split("--")[0] in _REPO_FOLDER_PREFIXES:
+                    clone._copy_repo_folder(folder, clone.hub_dir / folder.name)
+            return clone
 
     # -- inspection ------------------------------------------------------------------------
 
@@ -496,6 +511,9 @@ def corruption_target(repo: CachedRepo, filename: str, revision: str | None) -> 
         ref=repo.path / "refs" / rev,
         no_exist=repo.path / ".no_exist" / commit / name,
     )
+
+
+_REPO_FOLDER_PREFIXES = tuple(f"{kind}s" for kind in REPO_TYPES)  # models--org--name
 
 
 def _hard_link_tree(source: Path, destination: Path) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
+from pytest_startup_guard.fleet.exit_wait import ExitWait
 from pytest_startup_guard.fleet.port_faults import ArmedPortFault, PortFault, PortFaults
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
 from pytest_startup_guard.fleet.process_tree import ByPid, Child, Target, end_trees
@@ -235,6 +236,7 @@ class _Plan:
     env: dict[str, str]
     cwd: Path | None
     python: bool  # a Python program, which reports in at the start barrier
+    member_env: tuple[Mapping[str, str], ...] = ()  # per member, over ``env`` (an explore's caches)
 
     @property
     def label(self) -> str:
@@ -429,8 +431,9 @@ class _FleetMembers:
         return server.status() if server is not None else "never started"
 
 
-class ServerFleet:
-    """The ``server_fleet`` fixture: ``launch`` fleets; everything stops at teardown."""
+class FleetLauncher:
+    """Launches fleets (``launch``) and stops them all (``stop_all``); ``ServerFleet``, the
+    ``server_fleet`` fixture, adds exploring to it (``fleet/server_fleet.py``)."""
 
     def __init__(
         self,
@@ -473,6 +476,22 @@ class ServerFleet:
         ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
         ``AssertionError`` here, unless it was made with ``allow_miss=True``."""
         __tracebackhide__ = True
+        return self._launch(argv, count, ready, env, cache, timeout, cwd, ports, faults)
+
+    def _launch(
+        self,
+        argv: Sequence[str],
+        count: int,
+        ready: ready_module.Probe,
+        env: Mapping[str, str] | None = None,
+        cache: FakeHubCache | None = None,
+        timeout: float | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        ports: Sequence[int] | None = None,
+        faults: Sequence[PortFault] | PortFault | None = None,
+        member_env: Sequence[Mapping[str, str]] = (),
+    ) -> Fleet:
+        __tracebackhide__ = True
         argv, timeout = self._checked_arguments(argv, count, ready, timeout, ports)
         port_faults = PortFaults(
             faults,
@@ -483,7 +502,7 @@ class ServerFleet:
         workdir = Path(cwd) if cwd is not None else None
         base_env = self._environment(self._watched_cache(cache), env)
         program = resolve_command(argv[0], base_env, workdir)
-        plan = _Plan(argv, count, base_env, workdir, python=runs_python(program))
+        plan = _Plan(argv, count, base_env, workdir, runs_python(program), tuple(member_env))
         leases = self._lease_ports(argv, count, ready, ports)
         told = port_faults.told_ports(
             [lease.port if lease is not None else None for lease in leases]
@@ -619,7 +638,11 @@ class ServerFleet:
         handle = open(output_path, "wb")  # noqa: SIM115 - closed when the fleet stops
         process = subprocess.Popen(
             command,
-            env={**plan.env, **fleet.group.member_env(index)},
+            env={
+                **plan.env,
+                **(plan.member_env[index] if plan.member_env else {}),
+                **fleet.group.member_env(index),
+            },
             cwd=plan.cwd,
             stdin=subprocess.DEVNULL,
             stdout=handle,
@@ -693,6 +716,18 @@ class ServerFleet:
         deadline: float,
         faults: PortFaults | None = None,
     ) -> None:
+        with ExitWait(running.process.pid) as exit_wait:
+            self._follow_member(running, probe, released, deadline, faults, exit_wait)
+
+    def _follow_member(
+        self,
+        running: _Running,
+        probe: ready_module.Probe,
+        released: float,
+        deadline: float,
+        faults: PortFaults | None,
+        exit_wait: ExitWait,
+    ) -> None:
         """Watch one member until it is ready, rejected, exited, hung or undecided.
 
         The time-out counts the member's own time (``runtime/own_time.py``): on a busy machine
@@ -755,9 +790,10 @@ class ServerFleet:
             detail = verdict.detail or detail
             if now >= deadline and self._decided(server, clock, probe, now, timeout, detail):
                 return
-            # A plain sleep: Popen.wait(timeout) polls waitpid from 0.5 ms up, and 32 members
-            # doing that on 2 cores slow down the very servers being watched.
-            time.sleep(POLL_SECONDS)
+            # Not Popen.wait(timeout): it polls waitpid from 0.5 ms up, and 32 members doing
+            # that on 2 cores slow down the very servers being watched. A member that exits
+            # wakes this sleep at once (a caught race ends when its first server dies).
+            exit_wait.sleep(POLL_SECONDS)
 
     @staticmethod
     def _decided(

@@ -22,8 +22,9 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
-    from pytest_startup_guard.fleet.fleet import Fleet, Server, ServerFleet
+    from pytest_startup_guard.fleet.fleet import Fleet, Server
     from pytest_startup_guard.fleet.port_faults import ArmedPortFault
+    from pytest_startup_guard.fleet.server_fleet import ServerFleet
     from pytest_startup_guard.races.armed import ArmedRace
     from pytest_startup_guard.races.hubrace import HubRace
     from pytest_startup_guard.runtime.controller import (

@@ -61,6 +61,16 @@ def parse_rounds(text: str) -> int:
     return value
 
 
+def parse_point(text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError("expected an access point number >= 1") from None
+    if value < 1:
+        raise ValueError("expected an access point number >= 1")
+    return value
+
+
 def parse_bool(text: str) -> bool:
     value = text.strip().lower()
     if value in _TRUE_WORDS:
@@ -166,6 +176,15 @@ OPTIONS: tuple[Option, ...] = (
         " verdict differs (default 1: no stress)",
         parse_rounds,
         1,
+        metavar="N",
+        per_target=False,
+    ),
+    Option(
+        "explore_point",
+        "explore only access point N in server_fleet.explore() and explore=True cases: the"
+        " replay of one failing point",
+        parse_point,
+        None,
         metavar="N",
         per_target=False,
     ),

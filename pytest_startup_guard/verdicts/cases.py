@@ -30,8 +30,11 @@ from typing import Any
 from pytest_startup_guard.cache.corruptions import CORRUPTIONS
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
+from pytest_startup_guard.fleet.explore import MODES as EXPLORE_MODES
+from pytest_startup_guard.fleet.explore import ExploreRequest, FleetExploration
 from pytest_startup_guard.fleet.fleet import Fleet, Server
 from pytest_startup_guard.races.armed import ArmedRace
+from pytest_startup_guard.races.base import RaceTarget
 from pytest_startup_guard.races.catalog import RACES, races_for_all, stale_races
 from pytest_startup_guard.races.hubrace import HubRace
 
@@ -43,8 +46,9 @@ _NOUNS = {"transient": "race", "corrupt": "corruption", "stale": "stale lock"}
 class CaseSpec:
     """One case of the ``startup_races`` matrix."""
 
-    kind: str  # "transient" or "corrupt"
+    kind: str  # "transient", "corrupt" or "stale"
     name: str
+    explore: str | None = None  # a transient case raced at every access point: its mode
 
     @property
     def id(self) -> str:
@@ -78,12 +82,13 @@ def cases_from_marker(
             f"{where} takes keyword arguments only:"
             " startup_races(transient=[...], corrupt=[...], stale=[...])"
         )
-    unknown = set(kwargs) - set(KINDS)
+    unknown = set(kwargs) - {*KINDS, "explore"}
     if unknown:
         raise StartupGuardError(
             f"unknown keyword {sorted(unknown)[0]!r} in {where}; expected transient=, corrupt="
-            " and/or stale="
+            " and/or stale=, and explore="
         )
+    explore = _explore_mode(kwargs.get("explore", False), where)
     transient_names = [name for name in RACES if not RACES[name].stale]
     transient = _names(
         kwargs.get("transient"), "transient", transient_names, races_for_all(), where
@@ -94,10 +99,29 @@ def cases_from_marker(
         raise StartupGuardError(
             f"{where} names no case: give transient=[...], corrupt=[...] and/or stale=[...]"
         )
+    if explore is not None and not transient:
+        raise StartupGuardError(
+            f"explore={kwargs['explore']!r} in {where} races transient cases at every access"
+            " point, and this marker names none: add transient=[...]"
+        )
     return (
-        [CaseSpec("transient", name) for name in transient]
+        [CaseSpec("transient", name, explore) for name in transient]
         + [CaseSpec("corrupt", name) for name in corrupt]
         + [CaseSpec("stale", name) for name in stale]
+    )
+
+
+def _explore_mode(value: object, where: str) -> str | None:
+    """``explore=True`` (parallel), ``"parallel"``, ``"sequential"``, or False/None (off)."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return "parallel"
+    if value in EXPLORE_MODES:
+        return str(value)
+    raise StartupGuardError(
+        f"invalid explore={value!r} in {where}: expected True (parallel), 'parallel',"
+        " 'sequential' or False"
     )
 
 
@@ -139,6 +163,7 @@ class StartupCase:
         self.filename: str | None = None
         self.path: Path | None = None  # what a generic race or stale lock was applied to
         self.judgement: Judgement | None = None
+        self.explore_request: ExploreRequest | None = None  # explore=True: the launch explores
 
     @property
     def kind(self) -> str:
@@ -171,6 +196,11 @@ class StartupCase:
                 )
             if self.kind == "corrupt":
                 target.cache.corrupt(target, filename, self.name)
+            elif self.spec.explore is not None:  # nothing armed: the launch explores
+                RaceTarget.of(target, filename, None)  # a file the repo lacks: an error now
+                self.explore_request = ExploreRequest(
+                    self.name, target, filename, self.spec.explore
+                )
             else:  # check() judges hits
                 self.armed = self.races.arm(self.name, target, filename, allow_miss=True)
             self.repo, self.filename = target, filename  # applied: only once it worked
@@ -181,14 +211,21 @@ class StartupCase:
                 f"startup_case {self.spec.id}: apply() takes (repo, filename) or one path under a"
                 f" folder the plugin owns, not {target!r}" + (f", {filename!r}" if filename else "")
             )
-        if race is None or not race.on_paths:
+        if race is None or not race.on_paths or self.spec.explore is not None:
             raise StartupGuardError(
                 f"startup_case {self.spec.id} works on a hub repo's file: apply(repo, filename);"
                 " a path takes generic races and stale locks only"
+                + (", and explore=True cases explore a hub repo's file" if race else "")
             )
         self.armed = self.races.arm_path(self.name, target, allow_miss=True)
         self.path = Path(getattr(self.armed.target, "path", target))
         self.target = self.armed.target.label
+
+    @property
+    def exploration(self) -> FleetExploration | None:
+        """What the launch of an ``explore=True`` case explored (None before it, or otherwise)."""
+        request = self.explore_request
+        return request.done[0] if request is not None and request.done else None
 
     @property
     def applied(self) -> bool:
@@ -201,7 +238,9 @@ class StartupCase:
             raise StartupGuardError(
                 "startup_case.check() before apply(repo, filename) or apply(path): nothing was raced"
             )
-        if self.kind == "transient":
+        if self.explore_request is not None:
+            problems = self._explored(fleet)
+        elif self.kind == "transient":
             problems = self._transient(fleet, expect)
         elif self.kind == "stale":
             problems = self._stale(fleet)
@@ -229,7 +268,7 @@ class StartupCase:
                     header,
                     *(f"  - {p}" for p in problems),
                     "",
-                    fleet.summary(),
+                    str(self.exploration) if self.exploration is not None else fleet.summary(),
                     "",
                     f"test seed {self.seed}; replay: {self.replay}",
                 ]
@@ -260,6 +299,30 @@ class StartupCase:
                     f"the race never hit server {server.index}: this case proves nothing for it"
                     " (does it read the file? is its interpreter under the plugin?)"
                 )
+        return problems
+
+    def _explored(self, fleet: Fleet) -> list[str]:
+        """Survived at every access point: each point that did not is a problem."""
+        exploration = self.exploration
+        if exploration is None or exploration.clean is not fleet:
+            raise StartupGuardError(
+                f"startup_case {self.spec.id} explores: check the fleet its server_fleet.launch()"
+                " returned after apply(); that launch explores every access point"
+            )
+        problems = []
+        for outcome in exploration.points:
+            if outcome.outcome == "survived":
+                continue
+            point = outcome.point
+            what = (
+                f"access point #{point.number} ({point.op} {point.short_path}): {outcome.outcome}"
+            )
+            if outcome.failure:
+                what += f": {outcome.failure}"
+            if outcome.outcome == "not reached":
+                what += ": its run never made this access, so the point proves nothing"
+            prefix = f"{UNDECIDED}: " if outcome.outcome == "undecided" else ""
+            problems.append(f"{prefix}{what}; replay: {outcome.replay}")
         return problems
 
     def _corrupt(self, fleet: Fleet) -> list[str]:

@@ -1,0 +1,562 @@
+"""``server_fleet.explore``: race a file at every access point of a real fleet's start-up.
+
+An access point is a process's nth access of the raced repo (what ``on_access(nth=n)`` counts,
+so one point is the same moment in every process). The points are those of the busiest
+process of a clean start-up. Each point is explored by a start-up whose window opens right
+before that access and closes ``hold`` seconds later.
+
+- **parallel** (the default): every member of a launch gets a private clone of the cache
+  (``FakeHubCache.clone``: hard links) and a point of its own, so a launch of ``count``
+  members explores ``count`` points and no member's window reaches another. The first launch's
+  member 0 runs clean: it finds the points while the others explore the first ones.
+- **sequential**: the whole fleet on the one cache, once clean and then once per point, for
+  members that must share the cache (a lock between them, one of them downloading).
+
+Points run in the order of the accesses, whatever the seed: the same start-up explores the same
+points in the same order, and each point has the replay command of that point alone
+(``--startup-guard-explore-point=N``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
+from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.fleet import ready as ready_module
+from pytest_startup_guard.fleet.fleet import Fleet, FleetLauncher, Server
+from pytest_startup_guard.races.armed import ArmedRace, Hit
+from pytest_startup_guard.races.base import Race, Target
+from pytest_startup_guard.races.catalog import get_race
+from pytest_startup_guard.races.hubrace import HubRace, _target_of
+from pytest_startup_guard.races.triggers import on_access
+
+MODES = ("parallel", "sequential")
+OUTCOMES = ("survived", "failed", "undecided", "not reached")
+_COMMIT = re.compile(r"\b[0-9a-f]{40}\b")
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failure)\b")
+
+
+@dataclass(frozen=True)
+class AccessPoint:
+    """The nth access of a process of the clean start-up: what it did, and to which file."""
+
+    number: int
+    op: str  # open, os.listdir, os.scandir
+    path: str  # relative to the repo's folder
+    process: str  # who made it in the clean start-up: "server 0" or "server 0, child pid 123"
+
+    @property
+    def short_path(self) -> str:
+        """``path`` with a commit shortened: ``snapshots/5f6c588/config.json``."""
+        return _COMMIT.sub(lambda match: match.group(0)[:7], self.path)
+
+
+@dataclass
+class PointOutcome:
+    """How the start-up fared with the window opening right before one access point."""
+
+    point: AccessPoint
+    outcome: str  # one of OUTCOMES
+    hit: bool  # the window opened, and the access met it
+    launch: int  # which launch of the exploration raced it (1-based)
+    members: tuple[int, ...]  # the members that carried it (all of them, sequentially)
+    failure: str | None  # the first failing member's status and the first line of its error
+    replay: str
+    hits: list[Hit] = field(default_factory=list)  # the accesses that met its window
+
+    def line(self) -> str:
+        point = self.point
+        head = f"  #{point.number:<3} {point.op:<11} {point.short_path:<40} {self.outcome}"
+        return head + (f"  {self.failure}" if self.failure else "")
+
+
+@dataclass
+class FleetExploration:
+    """Every access point of a fleet's start-up, raced one at a time: ``points``, ``mode``."""
+
+    race: str
+    target: str
+    mode: str
+    count: int  # members per launch
+    points: list[PointOutcome] = field(default_factory=list)
+    launches: int = 0
+    seconds: float = 0.0
+    found: int = 0  # access points of the clean start-up's busiest process
+    clean: Fleet | None = None  # the launch that ran clean (parallel: its member 0)
+
+    def of(self, outcome: str) -> list[PointOutcome]:
+        return [point for point in self.points if point.outcome == outcome]
+
+    @property
+    def failed(self) -> list[PointOutcome]:
+        return self.of("failed")
+
+    @property
+    def survived(self) -> list[PointOutcome]:
+        return self.of("survived")
+
+    @property
+    def not_reached(self) -> list[PointOutcome]:
+        return self.of("not reached")
+
+    def summary(self) -> str:
+        per_launch = (
+            f"{self.count} member(s) per launch, each on a clone of the cache"
+            if self.mode == "parallel"
+            else f"the fleet of {self.count} on one cache"
+        )
+        counts = ", ".join(
+            f"{len(self.of(outcome))} {outcome}" for outcome in OUTCOMES if self.of(outcome)
+        )
+        return (
+            f"explore {self.race} on {self.target}: {len(self.points)} of {self.found} access"
+            f" points ({counts or 'none'}); {self.mode}: {per_launch}; {self.launches} launch(es)"
+            f" in {self.seconds:.1f} s"
+        )
+
+    def __str__(self) -> str:
+        return "\n".join([self.summary(), *(point.line() for point in self.points)])
+
+    def assert_all_survived(self) -> None:
+        """Every access point was raced and the start-up came through; the message lists
+        every point that failed, was undecided or was never reached, each with its replay."""
+        __tracebackhide__ = True
+        bad = [point for point in self.points if point.outcome != "survived"]
+        if not bad:
+            return
+        undecided = all(point.outcome == "undecided" for point in bad)
+        header = (
+            "UNDECIDED: the machine was too slow to decide whether the start-up survived at"
+            if undecided
+            else "the start-up did not survive the race at"
+        )
+        lines = [f"{header} {len(bad)} of {len(self.points)} access points", self.summary()]
+        for point in bad:
+            lines.append(point.line())
+            if point.outcome == "not reached":
+                lines.append("       its run never made this access, so the point proves nothing")
+            lines.append(f"       replay: {point.replay}")
+        raise AssertionError("\n".join(lines))
+
+
+@dataclass(frozen=True)
+class ExploreRequest:
+    """An applied ``startup_races(..., explore=True)`` case: what its launch explores."""
+
+    race: str
+    repo: CachedRepo
+    filename: str
+    mode: str
+    done: list[FleetExploration] = field(default_factory=list)  # what it explored, once
+
+
+def check_mode(mode: object, where: str) -> str:
+    if mode not in MODES:
+        raise StartupGuardError(
+            f"invalid mode={mode!r} for {where}: expected 'parallel' (a clone of the cache and a"
+            " point per member) or 'sequential' (the whole fleet on one cache, a point per launch)"
+        )
+    assert isinstance(mode, str)
+    return mode
+
+
+@dataclass
+class _Slot:
+    """One member of a parallel launch: its clone of the cache, its point (None: clean)."""
+
+    cache: FakeHubCache
+    repo: CachedRepo
+    point: int | None
+    armed: ArmedRace | None = None
+
+
+class Explorer:
+    """One ``explore`` call: its launches, and the outcome of each point."""
+
+    def __init__(
+        self,
+        fleets: FleetLauncher,
+        races: HubRace,
+        folder: Path,
+        argv: Sequence[str],
+        count: int,
+        ready: ready_module.Probe,
+        env: Mapping[str, str] | None,
+        timeout: float | None,
+        cwd: str | os.PathLike[str] | None,
+        *,
+        replay: Callable[[int], str] | None = None,
+        only_point: int | None = None,
+    ) -> None:
+        self.fleets = fleets
+        self.races = races
+        self.folder = folder
+        self.argv = argv
+        self.count = count
+        self.ready = ready
+        self.env = env
+        self.timeout = timeout
+        self.cwd = cwd
+        self.replay = replay
+        self.only_point = only_point
+
+    # -- the two modes ---------------------------------------------------------------------
+
+    def run(
+        self,
+        race: str | Race,
+        repo: CachedRepo,
+        filename: str,
+        *,
+        points: Sequence[int] | None = None,
+        mode: str = "parallel",
+        hold: float = 0.5,
+        revision: str | None = None,
+    ) -> FleetExploration:
+        __tracebackhide__ = True
+        where = "server_fleet.explore()"
+        instance = get_race(race, where=where)
+        if instance.stale:
+            raise StartupGuardError(
+                f"{where} explores transient races; {instance.name!r} is a stale lock, in place"
+                " for the whole start-up: use startup_races(stale=[...]) or hub_race.stale_lock()"
+            )
+        if not isinstance(repo, CachedRepo):
+            raise TypeError(f"{where} needs a CachedRepo (hub_cache.add_model), not {repo!r}")
+        mode = check_mode(mode, where)
+        wanted = self._wanted(points)
+        if mode == "sequential":  # parallel members race clones: any cache will do
+            repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
+        target = _target_of(instance, repo, filename, revision)  # a bad filename: now
+        exploration = FleetExploration(
+            instance.name or type(instance).__name__, target.label, mode, self.count
+        )
+        started = time.monotonic()
+        try:
+            if mode == "parallel":
+                self._parallel(exploration, instance, repo, filename, revision, hold, wanted)
+            else:
+                self._sequential(exploration, instance, repo, filename, revision, hold, wanted)
+        finally:
+            exploration.seconds = time.monotonic() - started
+        return exploration
+
+    def _sequential(
+        self,
+        exploration: FleetExploration,
+        race: Race,
+        repo: CachedRepo,
+        filename: str,
+        revision: str | None,
+        hold: float,
+        wanted: list[int] | None,
+    ) -> None:
+        target = _target_of(race, repo, filename, revision)
+        self._watch(race, target)
+        before = len(self.races.controller.accesses)
+        clean = self._launch(repo.cache)
+        exploration.launches += 1
+        exploration.clean = clean
+        self._require_clean(clean, range(self.count))
+        found = self._points(race, target, clean, before, range(self.count))
+        exploration.found = len(found)
+        clean.stop()  # its cores and ports are for the launches that race
+        for number in self._checked(wanted, found, exploration):
+            armed = self.races.arm(
+                race,
+                repo,
+                filename,
+                revision=revision,
+                trigger=on_access(nth=number, hold=hold),
+                allow_miss=True,
+            )
+            fleet = None
+            try:
+                fleet = self._launch(repo.cache)
+                exploration.launches += 1
+                exploration.points.append(
+                    self._judged(found[number - 1], fleet, range(self.count), armed, exploration)
+                )
+            finally:
+                self._take_away(armed)
+                if fleet is not None:
+                    fleet.stop()
+
+    def _parallel(
+        self,
+        exploration: FleetExploration,
+        race: Race,
+        repo: CachedRepo,
+        filename: str,
+        revision: str | None,
+        hold: float,
+        wanted: list[int] | None,
+    ) -> None:
+        # Launch 1: member 0 clean, the others on the first points (guessed: 1, 2, ... until the
+        # clean member says how many there are; a guess past the last point is dropped).
+        pending = list(wanted) if wanted is not None else list(range(1, self.count))
+        found: list[AccessPoint] | None = None
+        while found is None or pending:
+            first = found is None
+            batch = pending[: self.count - 1] if first else pending[: self.count]
+            pending = pending[len(batch) :]
+            slots = self._slots(
+                race, repo, filename, revision, hold, batch, exploration.launches, clean=first
+            )
+            fleet = None
+            try:
+                before = len(self.races.controller.accesses)
+                fleet = self._launch(None, slots)
+                exploration.launches += 1
+                if first:
+                    exploration.clean = fleet
+                    self._require_clean(fleet, [0])
+                    target = _target_of(race, slots[0].repo, filename, revision)
+                    found = self._points(race, target, fleet, before, [0])
+                    exploration.found = len(found)
+                    if wanted is None:
+                        batch = [number for number in batch if number <= len(found)]
+                        pending = list(range(self.count, len(found) + 1))
+                    else:
+                        self._checked(wanted, found, exploration)
+                for index, slot in enumerate(slots):
+                    if slot.point is None or slot.point not in batch:
+                        continue
+                    assert slot.armed is not None and found is not None
+                    exploration.points.append(
+                        self._judged(found[slot.point - 1], fleet, [index], slot.armed, exploration)
+                    )
+            finally:
+                for slot in slots:
+                    if slot.armed is not None:
+                        self._take_away(slot.armed)
+                if fleet is not None:
+                    fleet.stop()
+                for slot in slots:
+                    shutil.rmtree(slot.cache.root, ignore_errors=True)
+        exploration.points.sort(key=lambda outcome: outcome.point.number)
+
+    # -- launches --------------------------------------------------------------------------
+
+    def _slots(
+        self,
+        race: Race,
+        repo: CachedRepo,
+        filename: str,
+        revision: str | None,
+        hold: float,
+        batch: list[int],
+        launch: int,
+        *,
+        clean: bool,
+    ) -> list[_Slot]:
+        """A clone of the cache per member, each armed at its own point."""
+        numbers: list[int | None] = [None] if clean else []
+        numbers += batch
+        numbers += [None] * (self.count - len(numbers))  # members left over run clean
+        slots = []
+        for index, number in enumerate(numbers):
+            cache = repo.cache.clone(self.folder / f"launch-{launch}" / f"member-{index}")
+            clone = cache.repo(repo.repo_id, repo.revision, repo_type=repo.repo_type)
+            slot = _Slot(cache, clone, number)
+            self.races.controller.watch(cache.root)
+            if number is not None:
+                slot.armed = self.races.arm(
+                    race,
+                    clone,
+                    filename,
+                    revision=revision,
+                    trigger=on_access(nth=number, hold=hold),
+                    allow_miss=True,
+                )
+            else:
+                self._watch(race, _target_of(race, clone, filename, revision))
+            slots.append(slot)
+        return slots
+
+    def _launch(self, cache: FakeHubCache | None, slots: list[_Slot] | None = None) -> Fleet:
+        member_env = [slot.cache.env for slot in slots] if slots else []
+        return self.fleets._launch(
+            self.argv,
+            self.count,
+            self.ready,
+            self.env,
+            cache,
+            self.timeout,
+            self.cwd,
+            member_env=member_env,
+        )
+
+    def _take_away(self, armed: ArmedRace) -> None:
+        armed.disarm()
+        with self.races.controller.lock:
+            if armed in self.races.armed:
+                self.races.armed.remove(armed)
+
+    def _watch(self, race: Race, target: Target) -> None:
+        for folder in race.watched(target):
+            self.races.controller.watch(folder)
+
+    # -- reading a launch ------------------------------------------------------------------
+
+    def _require_clean(self, fleet: Fleet, members: Sequence[int]) -> None:
+        bad = [fleet.servers[i] for i in members if not fleet.servers[i].ready]
+        if bad:
+            fleet.stop()
+            raise StartupGuardError(
+                "server_fleet.explore(): the start-up fails without any race, so there is nothing"
+                " to explore:\n" + "\n".join(server.report() for server in bad)
+            )
+
+    def _points(
+        self, race: Race, target: Target, fleet: Fleet, before: int, members: Sequence[int]
+    ) -> list[AccessPoint]:
+        """The access points of the clean members' busiest process."""
+        watched = tuple(str(p).rstrip(os.sep) + os.sep for p in race.watched(target))
+        pids: dict[int, str] = {}
+        for index in members:
+            server = fleet.servers[index]
+            for pid in sorted(fleet.members_pids(server)):
+                pids[pid] = (
+                    f"server {index}" if pid == server.pid else f"server {index}, child pid {pid}"
+                )
+        per_process: dict[int, list[tuple[str, str]]] = {}
+        with self.races.controller.lock:
+            for access in self.races.controller.accesses[before:]:
+                if access.pid in pids and access.path.startswith(watched):
+                    per_process.setdefault(access.pid, []).append((access.op, access.path))
+        if not per_process:
+            fleet.stop()
+            raise StartupGuardError(
+                f"server_fleet.explore(): the clean start-up never accessed {target.folder}, so"
+                " there is no access point to race (does it read this repo? is its interpreter"
+                " under the plugin?)"
+            )
+        pid = max(per_process, key=lambda key: len(per_process[key]))
+        return [
+            AccessPoint(number, op, os.path.relpath(path, target.folder), pids[pid])
+            for number, (op, path) in enumerate(per_process[pid], 1)
+        ]
+
+    def _judged(
+        self,
+        point: AccessPoint,
+        fleet: Fleet,
+        members: Sequence[int],
+        armed: ArmedRace,
+        exploration: FleetExploration,
+    ) -> PointOutcome:
+        servers = [fleet.servers[index] for index in members]
+        hit = bool(armed.hits)
+        failing = [server for server in servers if not server.ready]
+        if not hit:
+            outcome = "not reached"
+        elif not failing:
+            outcome = "survived"
+        elif all(server.state == "undecided" for server in failing):
+            outcome = "undecided"
+        else:
+            outcome = "failed"
+        failure = None
+        if failing and outcome != "survived":
+            failure = _failure_line(
+                next((s for s in failing if s.state != "undecided"), failing[0])
+            )
+        return PointOutcome(
+            point,
+            outcome,
+            hit,
+            exploration.launches,
+            tuple(members),
+            failure,
+            self._replay(point.number),
+            list(armed.hits),
+        )
+
+    def _replay(self, number: int) -> str:
+        if self.replay is not None:
+            return self.replay(number)
+        return f"server_fleet.explore(..., points=[{number}])"
+
+    # -- which points ----------------------------------------------------------------------
+
+    def _wanted(self, points: Sequence[int] | None) -> list[int] | None:
+        """The points asked for (``--startup-guard-explore-point`` first), or None for all."""
+        if self.only_point is not None:
+            return [self.only_point]
+        if points is None:
+            return None
+        if isinstance(points, (str, bytes)) or not isinstance(points, Sequence):
+            raise StartupGuardError(
+                f"invalid points={points!r} for server_fleet.explore(): expected a list of access"
+                " point numbers (1 is the first access) or None for every point"
+            )
+        for number in points:
+            if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+                raise StartupGuardError(
+                    f"invalid access point {number!r} in points={list(points)!r} for"
+                    " server_fleet.explore(): expected whole numbers >= 1"
+                )
+        return sorted(set(points))
+
+    def _checked(
+        self, wanted: list[int] | None, found: list[AccessPoint], exploration: FleetExploration
+    ) -> list[int]:
+        if wanted is None:
+            return list(range(1, len(found) + 1))
+        missing = [number for number in wanted if number > len(found)]
+        if missing:
+            if exploration.clean is not None:
+                exploration.clean.stop()
+            raise StartupGuardError(
+                f"access point {missing[0]} does not exist in this start-up (any more): its busiest"
+                f" process made {len(found)} access(es) of the repo, points 1 to {len(found)};"
+                " explore without points= to see them all"
+            )
+        return wanted
+
+
+def _failure_line(server: Server) -> str:
+    """``server 2: EXITED with code 1 after 0.31 s, before it was ready: OSError: ...``."""
+    status = server.status()
+    lines = [line.strip() for line in server.output.splitlines() if line.strip()]
+    errors = [line for line in lines if _ERROR_LINE.match(line)]
+    error = errors[-1] if errors else (lines[-1] if lines else None)  # else its last words
+    return f"server {server.index}: {status}" + (f": {error[:200]}" if error else "")
+
+
+def explore_case(
+    explorer: Explorer, request: ExploreRequest, explorations: list[FleetExploration]
+) -> Fleet:
+    """The launch of an ``explore=True`` case: explore, and return the clean start-up's fleet
+    (the case's ``check`` judges ``request.done``)."""
+    __tracebackhide__ = True
+    if request.done:
+        raise StartupGuardError(
+            "an explore=True case explores at its first server_fleet.launch(); launch once,"
+            " then startup_case.check(fleet)"
+        )
+    exploration = explorer.run(request.race, request.repo, request.filename, mode=request.mode)
+    request.done.append(exploration)
+    explorations.append(exploration)
+    assert exploration.clean is not None
+    return exploration.clean
+
+
+__all__ = [
+    "MODES",
+    "AccessPoint",
+    "ExploreRequest",
+    "Explorer",
+    "FleetExploration",
+    "PointOutcome",
+    "check_mode",
+    "explore_case",
+]
