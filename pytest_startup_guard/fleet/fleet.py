@@ -617,11 +617,14 @@ class FleetLauncher:
             for index, lease in enumerate(leases):
                 self._start_member(fleet, plan, folder, index, lease, told[index])
         except BaseException:
+            self.reaper.add_all([running.process.pid for running in fleet._running])
             fleet.stop()
             for lease in leases[len(fleet._running) :]:
                 if lease is not None:
                     lease.release()
             raise
+        # The reaper hears of every member at once, in one write, once all are started.
+        self.reaper.add_all([running.process.pid for running in fleet._running])
 
     def _start_member(
         self,
@@ -649,7 +652,6 @@ class FleetLauncher:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # a process group per member: trees end together
         )
-        self.reaper.add(process.pid)
         server = Server(
             index,
             process.pid,

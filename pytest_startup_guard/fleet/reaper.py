@@ -129,16 +129,26 @@ class Reaper:
         return self._stdin
 
     def add(self, pid: int) -> None:
+        self.add_all([pid])
+
+    def add_all(self, pids: list[int]) -> None:
+        """Register processes in one write: a fleet's members once all are started (a write
+        each would wake the reaper once per member while the fleet is starting)."""
         import psutil
 
-        try:
-            create_time = psutil.Process(pid).create_time()
-            pgid = os.getpgid(pid)
-        except (psutil.Error, OSError):
+        lines = []
+        for pid in pids:
+            try:
+                create_time = psutil.Process(pid).create_time()
+                pgid = os.getpgid(pid)
+            except (psutil.Error, OSError):
+                continue
+            lines.append(f"add {pid} {create_time} {pgid}\n")
+        if not lines:
             return
         with self._lock:
             stream = self._start()
-            stream.write(f"add {pid} {create_time} {pgid}\n")
+            stream.write("".join(lines))
             stream.flush()
 
     def remove(self, pid: int) -> None:
