@@ -9,8 +9,9 @@ For each fault, in one run of this script:
 - caught: a fleet of 4 servers that do not handle it (no retry; a ``FileBaton``-style wait; a
   server that dies on a busy port, ``port_taken`` on member 1 or ``same_port`` of members 0, 1)
   under the fault's default deterministic trigger, interleaved with a clean start-up of the same
-  fleet. Target: 100% of runs caught. For a generic race, the first failure within 1.3x the clean
-  start-up (median of the interleaved pairs, with the spread). A server that waits forever on a
+  fleet. Target: 100% of runs caught. For a generic race, the first failure before the clean
+  start-up would have ended (<= 1.0x, the median of the interleaved pairs' ratios, with their
+  spread); for a port fault within 1.3x (member 1 can only fail once member 0 listens). A server that waits forever on a
   stale lock can only be caught at the readiness time-out: its figure is the time to the verdict
   over that time-out.
 - false alarms: start-ups of a fleet of 2 servers that handle it (a bounded retry; breaking the
@@ -185,17 +186,19 @@ def main() -> None:
                 )
             else:
                 ratios = [f / c for f, c in zip(firsts, cleans, strict=True) if f is not None]
-                ratio = statistics.median(caught) / statistics.median(cleans)
+                ratio = statistics.median(ratios)
+                limit = 1.3 if fault in PORTS else 1.0
                 figures.append(
                     figure(
                         f"faults: {fault}: first failure / clean start-up",
                         ratio,
                         "x",
-                        target="<= 1.3",
-                        passed=ratio <= 1.3,
-                        detail=f"median first failure {1000 * statistics.median(caught):.0f} ms,"
-                        f" clean {1000 * statistics.median(cleans):.0f} ms; pair ratios"
-                        f" {spread(ratios)}",
+                        target=f"<= {limit:g}",
+                        passed=ratio <= limit,
+                        detail=f"median of {len(ratios)} interleaved pairs' ratios, spread"
+                        f" {spread(ratios)}; first failure"
+                        f" {1000 * statistics.median(caught):.0f} ms, clean"
+                        f" {1000 * statistics.median(cleans):.0f} ms",
                     )
                 )
         plan = [

@@ -8,7 +8,8 @@ before that access and closes ``hold`` seconds later.
 - **parallel** (the default): every member of a launch gets a private clone of the cache
   (``FakeHubCache.clone``: hard links) and a point of its own, so a launch of ``count``
   members explores ``count`` points and no member's window reaches another. The first launch's
-  member 0 runs clean: it finds the points while the others explore the first ones.
+  member 0 runs clean: it finds the points while the others explore the first ones; a last
+  launch starts only as many members as it has points left.
 - **sequential**: the whole fleet on the one cache, once clean and then once per point, for
   members that must share the cache (a lock between them, one of them downloading).
 
@@ -360,7 +361,8 @@ class Explorer:
         """A clone of the cache per member, each armed at its own point."""
         numbers: list[int | None] = [None] if clean else []
         numbers += batch
-        numbers += [None] * (self.count - len(numbers))  # members left over run clean
+        if clean:  # how many points there are is not known yet: every member may have one
+            numbers += [None] * (self.count - len(numbers))
         slots = []
         for index, number in enumerate(numbers):
             cache = repo.cache.clone(self.folder / f"launch-{launch}" / f"member-{index}")
@@ -385,7 +387,7 @@ class Explorer:
         member_env = [slot.cache.env for slot in slots] if slots else []
         return self.fleets._launch(
             self.argv,
-            self.count,
+            len(slots) if slots else self.count,  # a last parallel launch may need fewer
             self.ready,
             self.env,
             cache,

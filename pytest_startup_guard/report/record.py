@@ -329,7 +329,9 @@ def snapshot(record: StartupRecord, *, limit: int | None = MAX_LISTED) -> dict[s
     fleets = [fleet_facts(record, fleet) for fleet in record.fleet_list()]
     races = [race_facts(record, armed, limit) for armed in record.armed()]
     servers = [server for fleet in fleets for server in fleet["servers"]]
-    explorations = record.races.explorations if record.races is not None else []
+    explorations: list[Any] = list(record.races.explorations) if record.races is not None else []
+    if record.fleets is not None:  # server_fleet.explore, after hub_race.explore's
+        explorations += record.fleets.explorations
     return {
         "races": races,
         "explorations": [
