@@ -36,9 +36,9 @@ _EXPORTS = {
     "Fleet": "pytest_startup_guard.fleet.fleet",
     "Server": "pytest_startup_guard.fleet.fleet",
     "ServerFleet": "pytest_startup_guard.fleet.server_fleet",
-    "FleetExploration": "pytest_startup_guard.fleet.explore",
-    "AccessPoint": "pytest_startup_guard.fleet.explore",
-    "PointOutcome": "pytest_startup_guard.fleet.explore",
+    "FleetExploration": "pytest_startup_guard.fleet.exploration",
+    "AccessPoint": "pytest_startup_guard.fleet.exploration",
+    "PointOutcome": "pytest_startup_guard.fleet.exploration",
     "cpu_load": "pytest_startup_guard.fleet.load",
     "port_taken": "pytest_startup_guard.fleet.port_faults",
     "same_port": "pytest_startup_guard.fleet.port_faults",
@@ -131,7 +131,7 @@ if TYPE_CHECKING:
     from pytest_startup_guard.cache.sources import RepoSourceError
     from pytest_startup_guard.errors import StartupGuardError, UnknownNameError, UnsafeCacheError
     from pytest_startup_guard.fleet import ready
-    from pytest_startup_guard.fleet.explore import AccessPoint, FleetExploration, PointOutcome
+    from pytest_startup_guard.fleet.exploration import AccessPoint, FleetExploration, PointOutcome
     from pytest_startup_guard.fleet.fleet import Fleet, Server
     from pytest_startup_guard.fleet.load import cpu_load
     from pytest_startup_guard.fleet.port_faults import (

@@ -24,7 +24,7 @@ from pytest_startup_guard.targets.detection import TargetChoice, choose_target, 
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
-    from pytest_startup_guard.fleet.explore import ExploreRequest
+    from pytest_startup_guard.fleet.exploration import ExploreRequest
     from pytest_startup_guard.fleet.reaper import Reaper
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
     from pytest_startup_guard.races.hubrace import HubRace

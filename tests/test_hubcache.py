@@ -180,6 +180,30 @@ def test_copy_of_hard_links_blobs_and_copy_on_write_protects_the_original(tmp_pa
     assert copy.pointer("config.json").read_bytes() == b""
 
 
+def test_clone_copies_every_repo_and_keeps_writes_to_itself(tmp_path: Path) -> None:
+    """What a parallel exploration gives each member: every repo of the cache, each revision,
+    blobs hard-linked; a race or corruption of the clone never reaches the source."""
+    shared = FakeHubCache(tmp_path / "shared", shared=True)
+    model = shared.add_model("acme/tiny", {"config.json": CONFIG}, no_exist=["tokenizer.json"])
+    v2 = shared.add_model("acme/tiny", {"config.json": {**CONFIG, "n_layer": 2}}, revision="v2")
+    dataset = shared.add_dataset("acme/data", {"rows.json": [1, 2]})
+    clone = shared.clone(tmp_path / "clone")
+    assert not clone.shared and clone.root == (tmp_path / "clone").absolute()
+    tiny = clone.repo("acme/tiny")
+    assert tiny.commit == model.commit and tiny.path != model.path
+    assert json.loads(tiny.pointer("config.json").read_text()) == CONFIG
+    cloned_v2 = clone.repo("acme/tiny", "v2")
+    assert cloned_v2.ref().read_text() == v2.ref().read_text()
+    assert json.loads(cloned_v2.pointer("config.json").read_text())["n_layer"] == 2
+    assert clone.repo("acme/data", repo_type="dataset").commit == dataset.commit
+    assert tiny.no_exist("tokenizer.json").is_file()
+    assert tiny.blob("config.json").stat().st_ino == model.blob("config.json").stat().st_ino
+    clone.corrupt(tiny, "config.json", "empty")
+    assert json.loads(model.pointer("config.json").read_text()) == CONFIG
+    with pytest.raises(UnsafeCacheError, match="refusing to use"):
+        shared.clone(tmp_path / "shared" / "hub")  # not new, not empty, not ours
+
+
 def test_shared_repos_refuse_corruption_and_name_copy_of(tmp_path: Path) -> None:
     shared = FakeHubCache(tmp_path / "shared", shared=True)
     repo = shared.add_model("acme/tiny", {"config.json": CONFIG})

@@ -13,12 +13,8 @@ from typing import Any
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.fleet import ready as ready_module
-from pytest_startup_guard.fleet.explore import (
-    Explorer,
-    ExploreRequest,
-    FleetExploration,
-    explore_case,
-)
+from pytest_startup_guard.fleet.exploration import ExploreRequest, FleetExploration
+from pytest_startup_guard.fleet.explore import Explorer, explore_case
 from pytest_startup_guard.fleet.fleet import Fleet, FleetLauncher
 from pytest_startup_guard.fleet.port_faults import PortFault
 from pytest_startup_guard.races.base import Race

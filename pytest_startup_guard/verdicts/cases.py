@@ -30,8 +30,8 @@ from typing import Any
 from pytest_startup_guard.cache.corruptions import CORRUPTIONS
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
-from pytest_startup_guard.fleet.explore import MODES as EXPLORE_MODES
-from pytest_startup_guard.fleet.explore import ExploreRequest, FleetExploration
+from pytest_startup_guard.fleet.exploration import MODES as EXPLORE_MODES
+from pytest_startup_guard.fleet.exploration import ExploreRequest, FleetExploration
 from pytest_startup_guard.fleet.fleet import Fleet, Server
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import RaceTarget
