@@ -415,7 +415,7 @@ class Explorer:
 def explore_case(
     explorer: Explorer, request: ExploreRequest, explorations: list[FleetExploration]
 ) -> Fleet:
-    """The launch of an ``explore=True`` case: explore, and return the clean start-up's fleet
+    """The launch of an ``explore=True`` case: explore, and return the fleet that ran clean
     (the case's ``check`` judges ``request.done``)."""
     __tracebackhide__ = True
     if request.done:

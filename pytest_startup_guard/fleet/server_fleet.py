@@ -61,7 +61,8 @@ class ServerFleet(FleetLauncher):
         ``AssertionError`` here, unless it was made with ``allow_miss=True``.
 
         In an applied ``startup_races(..., explore=True)`` case this explores every access
-        point instead (``explore``) and returns the fleet of the clean start-up; the case's
+        point instead (``explore``) and returns the fleet of the launch that ran clean (in
+        parallel mode its member 0; the others raced the first points), stopped; the case's
         ``check`` judges the exploration."""
         __tracebackhide__ = True
         request = self.explore_request() if self.explore_request is not None else None
