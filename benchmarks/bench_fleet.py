@@ -50,6 +50,24 @@ def accepts(port: int) -> bool:
         return False
 
 
+def until_all_accept(
+    ports: list[int], processes: list[subprocess.Popen[bytes]], start: float
+) -> tuple[float, float]:
+    """Poll every port until all accept; then end the process trees. (known ready, teardown)."""
+    pending = set(ports)
+    while pending:
+        pending = {port for port in pending if not accepts(port)}
+        if pending:
+            time.sleep(0.01)
+    known = time.perf_counter() - start
+    stop_start = time.perf_counter()
+    for process in processes:
+        os.killpg(process.pid, 15)
+    for process in processes:
+        process.wait()
+    return known, time.perf_counter() - stop_start
+
+
 def plain_popen_and_poll(leases: PortLeases, count: int) -> tuple[float, float]:
     held = leases.lease(count)
     ports = [lease.port for lease in held]
@@ -66,18 +84,7 @@ def plain_popen_and_poll(leases: PortLeases, count: int) -> tuple[float, float]:
         )
         for port in ports
     ]
-    pending = set(ports)
-    while pending:
-        pending = {port for port in pending if not accepts(port)}
-        if pending:
-            time.sleep(0.01)
-    known = time.perf_counter() - start
-    stop_start = time.perf_counter()
-    for process in processes:
-        os.killpg(process.pid, 15)
-    for process in processes:
-        process.wait()
-    return known, time.perf_counter() - stop_start
+    return until_all_accept(ports, processes, start)
 
 
 GATED = (
@@ -116,20 +123,11 @@ def together_popen_and_poll(leases: PortLeases, count: int) -> tuple[float, floa
     while arrived < count:
         arrived += len(os.read(arrived_read, count))
     os.write(gate_write, b"x" * count)
-    pending = set(ports)
-    while pending:
-        pending = {port for port in pending if not accepts(port)}
-        if pending:
-            time.sleep(0.01)
-    known = time.perf_counter() - start
-    stop_start = time.perf_counter()
-    for process in processes:
-        os.killpg(process.pid, 15)
-    for process in processes:
-        process.wait()
-    os.close(arrived_read)
-    os.close(gate_write)
-    return known, time.perf_counter() - stop_start
+    try:
+        return until_all_accept(ports, processes, start)
+    finally:
+        os.close(arrived_read)
+        os.close(gate_write)
 
 
 def with_fleet(

@@ -56,6 +56,31 @@ class _Slot:
     armed: ArmedRace | None = None
 
 
+@dataclass(frozen=True)
+class _Racing:
+    """What every explored point races: the race, on which file, with which hold."""
+
+    race: Race
+    filename: str
+    revision: str | None
+    hold: float
+
+    def target(self, repo: CachedRepo) -> Target:
+        return _target_of(self.race, repo, self.filename, self.revision)
+
+    def arm(self, races: HubRace, repo: CachedRepo, number: int) -> ArmedRace:
+        """The race on ``repo``, its window opening right before each process's access
+        ``number`` (a run that never gets there says so: the point is "not reached")."""
+        return races.arm(
+            self.race,
+            repo,
+            self.filename,
+            revision=self.revision,
+            trigger=on_access(nth=number, hold=self.hold),
+            allow_miss=True,
+        )
+
+
 class Explorer:
     """One ``explore`` call: its launches, and the outcome of each point."""
 
@@ -113,16 +138,17 @@ class Explorer:
         wanted = self._wanted(points)
         if mode == "sequential":  # parallel members race clones: any cache will do
             repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
-        target = _target_of(instance, repo, filename, revision)  # a bad filename: now
+        racing = _Racing(instance, filename, revision, hold)
+        target = racing.target(repo)  # a file the repo lacks: an error now
         exploration = FleetExploration(
             instance.name or type(instance).__name__, target.label, mode, self.count
         )
         started = time.monotonic()
         try:
             if mode == "parallel":
-                self._parallel(exploration, instance, repo, filename, revision, hold, wanted)
+                self._parallel(exploration, racing, repo, wanted)
             else:
-                self._sequential(exploration, instance, repo, filename, revision, hold, wanted)
+                self._sequential(exploration, racing, repo, wanted)
         finally:
             exploration.seconds = time.monotonic() - started
         return exploration
@@ -130,32 +156,22 @@ class Explorer:
     def _sequential(
         self,
         exploration: FleetExploration,
-        race: Race,
+        racing: _Racing,
         repo: CachedRepo,
-        filename: str,
-        revision: str | None,
-        hold: float,
         wanted: list[int] | None,
     ) -> None:
-        target = _target_of(race, repo, filename, revision)
-        self._watch(race, target)
+        target = racing.target(repo)
+        self._watch(racing.race, target)
         before = len(self.races.controller.accesses)
         clean = self._launch(repo.cache)
         exploration.launches += 1
         exploration.clean = clean
         self._require_clean(clean, range(self.count))
-        found = self._points(race, target, clean, before, range(self.count))
+        found = self._points(racing.race, target, clean, before, range(self.count))
         exploration.found = len(found)
         clean.stop()  # its cores and ports are for the launches that race
         for number in self._checked(wanted, found, exploration):
-            armed = self.races.arm(
-                race,
-                repo,
-                filename,
-                revision=revision,
-                trigger=on_access(nth=number, hold=hold),
-                allow_miss=True,
-            )
+            armed = racing.arm(self.races, repo, number)
             fleet = None
             try:
                 fleet = self._launch(repo.cache)
@@ -171,11 +187,8 @@ class Explorer:
     def _parallel(
         self,
         exploration: FleetExploration,
-        race: Race,
+        racing: _Racing,
         repo: CachedRepo,
-        filename: str,
-        revision: str | None,
-        hold: float,
         wanted: list[int] | None,
     ) -> None:
         # Launch 1: member 0 clean, the others on the first points (guessed: 1, 2, ... until the
@@ -187,11 +200,8 @@ class Explorer:
             batch = pending[: self.count - 1] if first else pending[: self.count]
             pending = pending[len(batch) :]
             slots = self._slots(
-                race,
+                racing,
                 repo,
-                filename,
-                revision,
-                hold,
                 batch,
                 exploration.launches,
                 clean=first,
@@ -205,8 +215,8 @@ class Explorer:
                 if first:
                     exploration.clean = fleet
                     self._require_clean(fleet, [0])
-                    target = _target_of(race, slots[0].repo, filename, revision)
-                    found = self._points(race, target, fleet, before, [0])
+                    target = racing.target(slots[0].repo)
+                    found = self._points(racing.race, target, fleet, before, [0])
                     exploration.found = len(found)
                     if wanted is None:
                         batch = [number for number in batch if number <= len(found)]
@@ -234,11 +244,8 @@ class Explorer:
 
     def _slots(
         self,
-        race: Race,
+        racing: _Racing,
         repo: CachedRepo,
-        filename: str,
-        revision: str | None,
-        hold: float,
         batch: list[int],
         launch: int,
         *,
@@ -259,16 +266,9 @@ class Explorer:
             slot = _Slot(cache, clone, number)
             self.races.controller.watch(cache.root)
             if number is not None:
-                slot.armed = self.races.arm(
-                    race,
-                    clone,
-                    filename,
-                    revision=revision,
-                    trigger=on_access(nth=number, hold=hold),
-                    allow_miss=True,
-                )
+                slot.armed = racing.arm(self.races, clone, number)
             else:
-                self._watch(race, _target_of(race, clone, filename, revision))
+                self._watch(racing.race, racing.target(clone))
             slots.append(slot)
         return slots
 
