@@ -182,6 +182,10 @@ def test_errors(hub_cache, server_fleet):
         explore(mode="fast")
     with pytest.raises(StartupGuardError, match=r"invalid access point 0 in points=\\[0\\]"):
         explore(points=[0])
+    with pytest.raises(StartupGuardError, match=r"invalid count=0 for server_fleet.explore\\(\\)"):
+        server_fleet.explore(stub("retry"), "pointer_swap", repo, "config.json", count=0, ready=PROBE)
+    with pytest.raises(ValueError, match=r"invalid hold=-1"):
+        explore(hold=-1)
     with pytest.raises(StartupGuardError, match="the start-up fails without any race, so there is nothing to explore"):
         explore(argv=[sys.executable, "-c", "import sys; print('broken start-up'); sys.exit(3)"])
     with pytest.raises(StartupGuardError, match="never accessed .*models--acme--tiny"):

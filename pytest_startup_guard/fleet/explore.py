@@ -135,6 +135,12 @@ class Explorer:
         if not isinstance(repo, CachedRepo):
             raise TypeError(f"{where} needs a CachedRepo (hub_cache.add_model), not {repo!r}")
         mode = check_mode(mode, where)
+        if not isinstance(self.count, int) or isinstance(self.count, bool) or self.count < 1:
+            raise StartupGuardError(
+                f"invalid count={self.count!r} for {where}: expected a whole number >= 1 (in"
+                " parallel mode, how many points a launch explores)"
+            )
+        on_access(hold=hold)  # a bad hold: now, before any clone is made
         wanted = self._wanted(points)
         if mode == "sequential":  # parallel members race clones: any cache will do
             repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
