@@ -7,8 +7,9 @@
 3. beyond the hub cache (``test_shared_faults.py``): a shared compile cache under each generic
    race, a build lock a dead process left and the fleet's ports taken or shared, each on a
    server that handles it and one that does not;
-4. a test author's own race and the in-process verdicts;
-5. the import-race probe, the background-import scan and the start-method checks.
+4. every access point of the example server's start-up raced (``test_explore.py``);
+5. a test author's own race and the in-process verdicts;
+6. the import-race probe, the background-import scan and the start-method checks.
 
 Exits non-zero only when an observed verdict differs from the expected one. The full matrix
 (every race, every corruption, both loaders) runs in ``make test``.
@@ -158,6 +159,7 @@ def main() -> int:
         shared = run_pytest(
             seed, workdir, "faults", "test_shared_faults.py", "-p", "xdist", "-n", "2"
         )
+        explored = run_pytest(seed, workdir, "explore", "test_explore.py")
         own = run_pytest(seed, workdir, "own", "test_own_race.py")
         imports = run_pytest(seed, workdir, "imports", "imports", "-p", "xdist", "-n", "2")
     agree = zoo_table(zoo)
@@ -167,6 +169,11 @@ def main() -> int:
         print(f"  {name:<52} {outcome:<5} {caught}")
         agree &= outcome == "pass"
     agree &= faults_table(shared)
+    print()
+    print("Every access point of the example server's start-up (server_fleet.explore)")
+    for name, outcome, detail, caught in explored:
+        print(f"  {name:<62} {outcome:<5} {(caught or detail)[:120]}")
+        agree &= outcome == "pass"
     print()
     print("A race of your own (snapshot_resync) and the in-process verdicts")
     for name, outcome, detail, _ in own:

@@ -312,3 +312,33 @@ def test_against_real_huggingface_hub(guard_pytester: pytest.Pytester) -> None:
     )
     result = guard_pytester.runpytest("-p", "startup_guard", "-s")
     result.assert_outcomes(passed=1)
+
+
+def test_the_examples_exploration_catches_the_naive_server_at_every_point(
+    tmp_path: Path,
+) -> None:
+    """``examples/test_explore.py`` (the demo's rows) as a user runs it: the transformers
+    server without retry dies at every access point, the one with retry survives them all."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("STARTUP_GUARD_", "PYTEST_"))
+    }
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "startup_guard", "-p", "no:cacheprovider", "-rA",
+         f"--basetemp={tmp_path / 'tmp'}", "test_explore.py"],
+        cwd=CONFIG_SERVER.parent.parent, env=env, capture_output=True, text=True, timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-4000:]
+    for name in (
+        "test_every_access_point[naive]",
+        "test_every_access_point[retry]",
+        "test_retry_survives_every_access_point[transient-pointer_swap]",
+        "test_retry_survives_every_access_point[transient-ref_rewrite]",
+    ):
+        assert f"PASSED test_explore.py::{name}" in completed.stdout
