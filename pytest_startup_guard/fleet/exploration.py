@@ -18,6 +18,7 @@ from pytest_startup_guard.races.armed import Hit
 
 MODES = ("parallel", "sequential")
 OUTCOMES = ("survived", "failed", "undecided", "not reached")
+NOT_REACHED = "its run never made this access, so the point proves nothing"
 _COMMIT = re.compile(r"\b[0-9a-f]{40}\b")
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failure)\b")
 
@@ -49,6 +50,18 @@ class PointOutcome:
     failure: str | None  # the first failing member's status and the first line of its error
     replay: str
     hits: list[Hit] = field(default_factory=list)  # the accesses that met its window
+
+    def problem(self) -> str:
+        """One line for a point that was not survived: the access, what became of it, why,
+        and the command that replays it (a ``startup_case`` check lists these)."""
+        point = self.point
+        what = f"access point #{point.number} ({point.op} {point.short_path}): {self.outcome}"
+        if self.failure:
+            what += f": {self.failure}"
+        if self.outcome == "not reached":
+            what += f": {NOT_REACHED}"
+        prefix = "UNDECIDED: " if self.outcome == "undecided" else ""
+        return f"{prefix}{what}; replay: {self.replay}"
 
     def line(self) -> str:
         point = self.point
@@ -85,6 +98,11 @@ class FleetExploration:
     def not_reached(self) -> list[PointOutcome]:
         return self.of("not reached")
 
+    @property
+    def not_survived(self) -> list[PointOutcome]:
+        """Every point that failed, was undecided or was never reached."""
+        return [point for point in self.points if point.outcome != "survived"]
+
     def summary(self) -> str:
         per_launch = (
             f"{self.count} member(s) per launch, each on a clone of the cache"
@@ -107,7 +125,7 @@ class FleetExploration:
         """Every access point was raced and the start-up came through; the message lists
         every point that failed, was undecided or was never reached, each with its replay."""
         __tracebackhide__ = True
-        bad = [point for point in self.points if point.outcome != "survived"]
+        bad = self.not_survived
         if not bad:
             return
         undecided = all(point.outcome == "undecided" for point in bad)
@@ -120,7 +138,7 @@ class FleetExploration:
         for point in bad:
             lines.append(point.line())
             if point.outcome == "not reached":
-                lines.append("       its run never made this access, so the point proves nothing")
+                lines.append(f"       {NOT_REACHED}")
             lines.append(f"       replay: {point.replay}")
         raise AssertionError("\n".join(lines))
 

@@ -42,7 +42,7 @@ from pytest_startup_guard.fleet.fleet import Fleet, FleetLauncher
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import Race, Target
 from pytest_startup_guard.races.catalog import get_race
-from pytest_startup_guard.races.hubrace import HubRace, _target_of
+from pytest_startup_guard.races.hubrace import HubRace, busiest_process, target_of
 from pytest_startup_guard.races.triggers import on_access
 
 
@@ -66,7 +66,7 @@ class _Racing:
     hold: float
 
     def target(self, repo: CachedRepo) -> Target:
-        return _target_of(self.race, repo, self.filename, self.revision)
+        return target_of(self.race, repo, self.filename, self.revision)
 
     def arm(self, races: HubRace, repo: CachedRepo, number: int) -> ArmedRace:
         """The race on ``repo``, its window opening right before each process's access
@@ -172,11 +172,13 @@ class Explorer:
         clean = self._launch(repo.cache)
         exploration.launches += 1
         exploration.clean = clean
-        self._require_clean(clean, range(self.count))
-        found = self._points(racing.race, target, clean, before, range(self.count))
-        exploration.found = len(found)
-        clean.stop()  # its cores and ports are for the launches that race
-        for number in self._checked(wanted, found, exploration):
+        try:
+            self._require_clean(clean, range(self.count))
+            found = self._points(racing.race, target, clean, before, range(self.count))
+            exploration.found = len(found)
+        finally:
+            clean.stop()  # its cores and ports are for the launches that race
+        for number in self._checked(wanted, found):
             armed = racing.arm(self.races, repo, number)
             fleet = None
             try:
@@ -228,7 +230,7 @@ class Explorer:
                         batch = [number for number in batch if number <= len(found)]
                         pending = list(range(self.count, len(found) + 1))
                     else:
-                        self._checked(wanted, found, exploration)
+                        self._checked(wanted, found)
                 for index, slot in enumerate(slots):
                     if slot.point is None or slot.point not in batch:
                         continue
@@ -306,7 +308,6 @@ class Explorer:
     def _require_clean(self, fleet: Fleet, members: Sequence[int]) -> None:
         bad = [fleet.servers[i] for i in members if not fleet.servers[i].ready]
         if bad:
-            fleet.stop()
             raise StartupGuardError(
                 "server_fleet.explore(): the start-up fails without any race, so there is nothing"
                 " to explore:\n" + "\n".join(server.report() for server in bad)
@@ -324,22 +325,23 @@ class Explorer:
                 pids[pid] = (
                     f"server {index}" if pid == server.pid else f"server {index}, child pid {pid}"
                 )
-        per_process: dict[int, list[tuple[str, str]]] = {}
         with self.races.controller.lock:
-            for access in self.races.controller.accesses[before:]:
-                if access.pid in pids and access.path.startswith(watched):
-                    per_process.setdefault(access.pid, []).append((access.op, access.path))
-        if not per_process:
-            fleet.stop()
+            clean = [
+                access
+                for access in self.races.controller.accesses[before:]
+                if access.pid in pids and access.path.startswith(watched)
+            ]
+        if not clean:
             raise StartupGuardError(
                 f"server_fleet.explore(): the clean start-up never accessed {target.folder}, so"
                 " there is no access point to race (does it read this repo? is its interpreter"
                 " under the plugin?)"
             )
-        pid = max(per_process, key=lambda key: len(per_process[key]))
         return [
-            AccessPoint(number, op, os.path.relpath(path, target.folder), pids[pid])
-            for number, (op, path) in enumerate(per_process[pid], 1)
+            AccessPoint(
+                number, access.op, os.path.relpath(access.path, target.folder), pids[access.pid]
+            )
+            for number, access in enumerate(busiest_process(clean), 1)
         ]
 
     def _judged(
@@ -401,15 +403,12 @@ class Explorer:
                 )
         return sorted(set(points))
 
-    def _checked(
-        self, wanted: list[int] | None, found: list[AccessPoint], exploration: FleetExploration
-    ) -> list[int]:
+    def _checked(self, wanted: list[int] | None, found: list[AccessPoint]) -> list[int]:
+        """The points to explore: those asked for, which must exist, or every one found."""
         if wanted is None:
             return list(range(1, len(found) + 1))
         missing = [number for number in wanted if number > len(found)]
         if missing:
-            if exploration.clean is not None:
-                exploration.clean.stop()
             raise StartupGuardError(
                 f"access point {missing[0]} does not exist in this start-up (any more): its busiest"
                 f" process made {len(found)} access(es) of the repo, points 1 to {len(found)};"

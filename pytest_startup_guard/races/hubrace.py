@@ -131,7 +131,7 @@ class HubRace:
                 f" {type(repo).__name__}; to race any other file use hub_race.arm_path(race, path)"
             )
         repo.cache.check_writable(repo, f"arm race {instance.name!r} on")
-        target = _target_of(instance, repo, filename, revision)
+        target = target_of(instance, repo, filename, revision)
         return self._arm(instance, target, trigger, allow_miss)
 
     def arm_path(
@@ -219,7 +219,7 @@ class HubRace:
             raise TypeError(f"explore() needs a callable start-up, not {type(startup).__name__}")
         instance = get_race(race, where="hub_race.explore()")
         repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
-        target = _target_of(instance, repo, filename, revision)
+        target = target_of(instance, repo, filename, revision)
         points = self._access_points(instance, target, startup)
         exploration = Exploration(instance.name or type(instance).__name__, target.label)
         for index, access in enumerate(points, 1):
@@ -261,7 +261,7 @@ class HubRace:
             ) from error
         with self.controller.lock:
             clean = [a for a in self.controller.accesses[start:] if a.path.startswith(watched)]
-        return _busiest_process(clean)
+        return busiest_process(clean)
 
     def _run_once(self, armed: ArmedRace, startup: Callable[[], object]) -> tuple[str, str | None]:
         """Run ``startup()`` under ``armed``, then take the race away: (outcome, error)."""
@@ -455,7 +455,7 @@ class HubRace:
         )
 
 
-def _target_of(race: Race, repo: CachedRepo, filename: str, revision: str | None) -> Target:
+def target_of(race: Race, repo: CachedRepo, filename: str, revision: str | None) -> Target:
     """A hub race's target, or for a generic race the path of the repo's file (its pointer)."""
     target = RaceTarget.of(repo, filename, revision)
     if not race.on_paths:
@@ -476,7 +476,7 @@ def _path_races() -> list[str]:
     return [name for name, race in RACES.items() if race.on_paths]
 
 
-def _busiest_process(accesses: list[AccessEvent]) -> list[AccessEvent]:
+def busiest_process(accesses: list[AccessEvent]) -> list[AccessEvent]:
     """The accesses of the process that made the most of them.
 
     ``on_access(nth=...)`` counts each process's accesses on its own: there are as many points

@@ -309,21 +309,7 @@ class StartupCase:
                 f"startup_case {self.spec.id} explores: check the fleet its server_fleet.launch()"
                 " returned after apply(); that launch explores every access point"
             )
-        problems = []
-        for outcome in exploration.points:
-            if outcome.outcome == "survived":
-                continue
-            point = outcome.point
-            what = (
-                f"access point #{point.number} ({point.op} {point.short_path}): {outcome.outcome}"
-            )
-            if outcome.failure:
-                what += f": {outcome.failure}"
-            if outcome.outcome == "not reached":
-                what += ": its run never made this access, so the point proves nothing"
-            prefix = f"{UNDECIDED}: " if outcome.outcome == "undecided" else ""
-            problems.append(f"{prefix}{what}; replay: {outcome.replay}")
-        return problems
+        return [outcome.problem() for outcome in exploration.not_survived]
 
     def _corrupt(self, fleet: Fleet) -> list[str]:
         assert self.repo is not None and self.filename is not None
