@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from user_env import user_env
 
 STUB = (Path(__file__).parent / "stub_server.py").read_text()
 CONFIG_SERVER = Path(__file__).parent.parent / "examples" / "servers" / "config_server.py"
@@ -319,15 +320,10 @@ def test_the_examples_exploration_catches_the_naive_server_at_every_point(
 ) -> None:
     """``examples/test_explore.py`` (the demo's rows) as a user runs it: the transformers
     server without retry dies at every access point, the one with retry survives them all."""
-    import os
     import subprocess
     import sys
 
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("STARTUP_GUARD_", "PYTEST_"))
-    }
+    env = user_env()
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "startup_guard", "-p", "no:cacheprovider", "-rA",
          f"--basetemp={tmp_path / 'tmp'}", "test_explore.py"],

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from report_schema import validate
+from user_env import user_env
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ROOT / "examples" / "servers"
@@ -329,11 +330,7 @@ def test_every_fault_of_the_shared_faults_example_gives_the_expected_verdict(
     from faults import EXPECTED
 
     junit = tmp_path / "faults.xml"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("STARTUP_GUARD_", "PYTEST_"))
-    }
+    env = user_env()
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "startup_guard", "-p", "no:cacheprovider", "-q",
          f"--basetemp={tmp_path / 'tmp'}", f"--junitxml={junit}", "test_shared_faults.py"],

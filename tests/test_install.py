@@ -8,7 +8,6 @@ from the wheel, and the child runtime must reach a console script and its spawn 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import sysconfig
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from test_child_runtime import HELPERS
+from user_env import user_env
 
 import pytest_startup_guard
 
@@ -89,11 +89,7 @@ def test_entry_point_and_boot_line_work(
     assert installed_pth.read_text().strip() == BOOT_LINE
     assert "pytest_startup_guard.runtime.boot" in BOOT_LINE
     pytester.makepyfile(test_users=USERS_TEST)
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("STARTUP_GUARD_", "PYTEST_"))
-    }
+    env = user_env()
     env.update(EXPECTED_PACKAGE=str(expected), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     result = subprocess.run(
         [python, "-m", "pytest", "-p", "startup_guard", "-q", "-p", "no:cacheprovider"],

@@ -6,7 +6,6 @@ and every corruption, each a fleet of real servers on a fake cache (``examples/t
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from user_env import user_env
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -35,11 +35,7 @@ def test_every_case_of_the_zoo_gives_the_expected_verdict(
     policy: str, loader: str, tmp_path: Path
 ) -> None:
     junit = tmp_path / "zoo.xml"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("STARTUP_GUARD_", "PYTEST_"))
-    }
+    env = user_env()
     # One server per fleet keeps 2 cores from being swamped by transformers imports while the
     # rest of the suite runs; 10 s leaves a healthy start-up a wide margin, and is what a
     # hanging server (slow_retry on a corrupt config) costs per case.
