@@ -60,7 +60,6 @@ class Bench:
             self.reaper,
             default_timeout=60,
             default_cache=cache,
-            races=lambda: races.armed,
             hub_race=races,
         )
         try:

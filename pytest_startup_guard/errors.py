@@ -13,6 +13,10 @@ class UnsafeCacheError(StartupGuardError):
     """An operation that writes faults was pointed at a cache the plugin may not touch."""
 
 
+class InvalidArgumentError(StartupGuardError, ValueError):
+    """An argument of the public API that is not what it should be (its message names it)."""
+
+
 class UnknownNameError(StartupGuardError, ValueError):
     """A race, corruption, target or readiness name that is not in its catalog."""
 

@@ -24,9 +24,9 @@ from pytest_startup_guard.targets.detection import TargetChoice, choose_target, 
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
-    from pytest_startup_guard.fleet.exploration import ExploreRequest
     from pytest_startup_guard.fleet.reaper import Reaper
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
+    from pytest_startup_guard.races.exploration import ExploreSettings
     from pytest_startup_guard.races.hubrace import HubRace
     from pytest_startup_guard.report.run_report import ReportPaths
     from pytest_startup_guard.runtime.controller import RuntimeController
@@ -126,8 +126,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 # -- targets -------------------------------------------------------------------------------
 # cpu/cuda/rocm detection, marker semantics and reporting live in targets/; these hooks only
-# wire them in. DESIGN.md: one place owns pytest_collection_modifyitems (and each hook here):
-# every part that needs a hook adds its call to the one definition below.
+# wire them in. One place owns pytest_collection_modifyitems (and each hook here): every part
+# that needs a hook adds its call to the one definition below, so their order is written down.
 
 TARGET_CHOICE_KEY = pytest.StashKey[TargetChoice]()
 
@@ -284,6 +284,7 @@ def hub_race(child_runtime: RuntimeController, request: pytest.FixtureRequest) -
         child_runtime,
         get_session(request.config).seed_for(request.node.nodeid),
         PluginRoots(owned, shared),
+        _explore_settings(request),
     )
     _record(request).races = races
     try:
@@ -345,13 +346,8 @@ def server_fleet(
         _reaper(request.config),
         default_timeout=session.readiness_timeout,
         default_cache=default_cache,
-        races=lambda: hub_race.armed,
         hub_race=hub_race,
-        replay=lambda point: (
-            f"{session.replay(request.node.nodeid)} --startup-guard-explore-point={point}"
-        ),
-        explore_point=cast("int | None", session.value("explore_point")),
-        explore_request=lambda: _explore_request(request),
+        explore_settings=hub_race.explore_settings,
     )
     _record(request).fleets = fleets
     try:
@@ -363,10 +359,16 @@ def server_fleet(
 CASE_KEY = pytest.StashKey["StartupCase"]()
 
 
-def _explore_request(request: pytest.FixtureRequest) -> ExploreRequest | None:
-    """The applied explore=True case of this test, if any: its launch explores."""
-    case = request.node.stash.get(CASE_KEY, None)
-    return case.explore_request if case is not None else None
+def _explore_settings(request: pytest.FixtureRequest) -> ExploreSettings:
+    """The run's explore point, and the command that replays one point of this test."""
+    from pytest_startup_guard.races.exploration import ExploreSettings
+
+    session = get_session(request.config)
+    option = options.OPTIONS_BY_NAME["explore_point"].flag
+    return ExploreSettings(
+        only_point=cast("int | None", session.value("explore_point")),
+        replay_point=f"{session.replay(request.node.nodeid)} {option}=",
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -397,11 +399,15 @@ def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[
             " corrupt=[...], stale=[...])"
         )
     session = get_session(request.config)
+    fleets = (
+        request.getfixturevalue("server_fleet") if "server_fleet" in request.fixturenames else None
+    )
     case = StartupCase(
         spec,
         hub_race,
         session.seed_for(request.node.nodeid),
         session.replay(request.node.nodeid),
+        fleets,
     )
     request.node.stash[CASE_KEY] = case
     _record(request).case = case

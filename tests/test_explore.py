@@ -105,7 +105,7 @@ def test_clones(hub_cache, server_fleet):
     before = {p: os.lstat(p).st_ino for p in (repo.pointer("config.json"), repo.ref())}
     exploration = server_fleet.explore(stub("naive"), "pointer_swap", repo, "config.json", count=3, ready=PROBE)
     assert {p: os.lstat(p).st_ino for p in before} == before  # the test's repo untouched
-    fleet = exploration.clean
+    (fleet,) = server_fleet.fleets  # one launch: 3 members for 2 points
     assert fleet.servers[0].ready  # member 0 ran clean
     assert [outcome.members for outcome in exploration.points] == [(1,), (2,)]
     for outcome in exploration.points:
@@ -181,7 +181,7 @@ def test_errors(hub_cache, server_fleet):
         explore("stale_lock")
     with pytest.raises(StartupGuardError, match="invalid mode='fast'.*expected 'parallel'"):
         explore(mode="fast")
-    with pytest.raises(StartupGuardError, match=r"invalid access point 0 in points=\\[0\\]"):
+    with pytest.raises(StartupGuardError, match=r"invalid points\\[0\\]=0 for server_fleet.explore\\(\\): expected a whole number >= 1 \\(an access point\\)"):
         explore(points=[0])
     with pytest.raises(StartupGuardError, match=r"invalid count=0 for server_fleet.explore\\(\\)"):
         server_fleet.explore(stub("retry"), "pointer_swap", repo, "config.json", count=0, ready=PROBE)
@@ -230,7 +230,7 @@ def test_policy(startup_case, hub_cache, server_fleet, policy):
     startup_case.apply(repo, "config.json")
     fleet = server_fleet.launch(stub(policy), count=2, ready=PROBE, timeout=10)
     if startup_case.kind == "transient":
-        assert fleet is startup_case.exploration.clean and len(startup_case.exploration.points) == 2
+        assert fleet is server_fleet.fleets[0] and len(startup_case.exploration.points) == 2
     else:
         assert startup_case.exploration is None  # a corruption is judged as always
     startup_case.check(fleet)

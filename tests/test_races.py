@@ -126,15 +126,29 @@ def test_explore_lists_every_access_point_of_autoconfig(hub_cache, hub_race):
     repo = hub_cache.add_model("acme/tiny", CONFIG)
     exploration = hub_race.explore("pointer_swap", repo, "config.json", load_config, hold=0.2)
     print(exploration)
-    ops = [(p.op, p.path) for p in exploration.points]
+    ops = [(p.point.op, p.point.path) for p in exploration.points]
     assert ops == [
         ("open", "refs/main"),
         ("os.listdir", "snapshots"),
         ("open", f"snapshots/{repo.commit}/config.json"),
     ]
     assert [p.outcome for p in exploration.points] == ["failed"] * 3
-    assert exploration.points[2].error.startswith("FileNotFoundError")
+    assert exploration.points[2].failure.startswith("FileNotFoundError")
     assert all(p.hit for p in exploration.points)
+
+def test_explore_a_point_never_reached_proves_nothing(hub_cache, hub_race):
+    # In the test process as in a fleet: a run that never made the access is not survived.
+    repo = hub_cache.add_model("acme/tiny", CONFIG)
+    runs = []
+    def startup():
+        runs.append(1)
+        if len(runs) == 1:  # only the clean run reads the config
+            load_config()
+    exploration = hub_race.explore("pointer_swap", repo, "config.json", startup, hold=0.2)
+    assert [p.outcome for p in exploration.points] == ["not reached"] * 3
+    assert not any(p.hit for p in exploration.points)
+    with pytest.raises(AssertionError, match="did not survive the race at 3 of 3 access points"):
+        exploration.assert_all_survived()
 """
 
 
@@ -150,9 +164,12 @@ def test_deterministic_triggers_give_each_real_signature(race_pytester: pytest.P
     result = race_pytester.runpytest_subprocess(
         "-p", "startup_guard", "-s", "-p", "no:cacheprovider"
     )
-    result.assert_outcomes(passed=8)
+    result.assert_outcomes(passed=9)
     result.stdout.fnmatch_lines(
-        ["*explore pointer_swap on config.json of acme/tiny@main: 3 access points"]
+        [
+            "*explore pointer_swap on config.json of acme/tiny@main: 3 of 3 access points"
+            " (3 failed); in-process: the start-up in the test process; 4 run(s)*"
+        ]
     )
 
 

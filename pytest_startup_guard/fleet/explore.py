@@ -23,25 +23,28 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
+from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
-from pytest_startup_guard.fleet.exploration import (
-    AccessPoint,
-    ExploreRequest,
-    FleetExploration,
-    PointOutcome,
-    check_mode,
-    failure_line,
-)
+from pytest_startup_guard.fleet.exploration import check_mode, failure_line
 from pytest_startup_guard.fleet.fleet import Fleet, FleetLauncher
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import Race, Target
 from pytest_startup_guard.races.catalog import get_race
+from pytest_startup_guard.races.exploration import (
+    AccessPoint,
+    Exploration,
+    ExploreSettings,
+    Outcome,
+    PointOutcome,
+    checked_points,
+    wanted_points,
+)
 from pytest_startup_guard.races.hubrace import HubRace, busiest_process, target_of
 from pytest_startup_guard.races.triggers import on_access
 
@@ -86,8 +89,9 @@ class Explorer:
 
     def __init__(
         self,
-        fleets: FleetLauncher,
+        launcher: FleetLauncher,
         races: HubRace,
+        settings: ExploreSettings,
         folder: Path,
         argv: Sequence[str],
         count: int,
@@ -95,12 +99,10 @@ class Explorer:
         env: Mapping[str, str] | None,
         timeout: float | None,
         cwd: str | os.PathLike[str] | None,
-        *,
-        replay: Callable[[int], str] | None = None,
-        only_point: int | None = None,
     ) -> None:
-        self.fleets = fleets
+        self.launcher = launcher
         self.races = races
+        self.settings = settings
         self.folder = folder
         self.argv = argv
         self.count = count
@@ -108,8 +110,7 @@ class Explorer:
         self.env = env
         self.timeout = timeout
         self.cwd = cwd
-        self.replay = replay
-        self.only_point = only_point
+        self.clean: Fleet | None = None  # the launch that ran clean (parallel: its member 0)
 
     # -- the two modes ---------------------------------------------------------------------
 
@@ -123,7 +124,7 @@ class Explorer:
         mode: str = "parallel",
         hold: float = 0.5,
         revision: str | None = None,
-    ) -> FleetExploration:
+    ) -> Exploration:
         __tracebackhide__ = True
         where = "server_fleet.explore()"
         instance = get_race(race, where=where)
@@ -134,24 +135,26 @@ class Explorer:
             )
         if not isinstance(repo, CachedRepo):
             raise TypeError(f"{where} needs a CachedRepo (hub_cache.add_model), not {repo!r}")
-        mode = check_mode(mode, where)
-        if not isinstance(self.count, int) or isinstance(self.count, bool) or self.count < 1:
-            raise StartupGuardError(
-                f"invalid count={self.count!r} for {where}: expected a whole number >= 1 (in"
-                " parallel mode, how many points a launch explores)"
-            )
+        checked_mode = check_mode(mode, where)
+        whole_number(
+            "count",
+            self.count,
+            where,
+            minimum=1,
+            meaning="in parallel mode, how many points a launch explores",
+        )
         on_access(hold=hold)  # a bad hold: now, before any clone is made
-        wanted = self._wanted(points)
-        if mode == "sequential":  # parallel members race clones: any cache will do
+        wanted = wanted_points(points, self.settings, where)
+        if checked_mode == "sequential":  # parallel members race clones: any cache will do
             repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
         racing = _Racing(instance, filename, revision, hold)
         target = racing.target(repo)  # a file the repo lacks: an error now
-        exploration = FleetExploration(
-            instance.name or type(instance).__name__, target.label, mode, self.count
+        exploration = Exploration(
+            instance.name or type(instance).__name__, target.label, checked_mode, self.count
         )
         started = time.monotonic()
         try:
-            if mode == "parallel":
+            if checked_mode == "parallel":
                 self._parallel(exploration, racing, repo, wanted)
             else:
                 self._sequential(exploration, racing, repo, wanted)
@@ -161,7 +164,7 @@ class Explorer:
 
     def _sequential(
         self,
-        exploration: FleetExploration,
+        exploration: Exploration,
         racing: _Racing,
         repo: CachedRepo,
         wanted: list[int] | None,
@@ -171,14 +174,14 @@ class Explorer:
         before = len(self.races.controller.accesses)
         clean = self._launch(repo.cache)
         exploration.launches += 1
-        exploration.clean = clean
+        self.clean = clean
         try:
             self._require_clean(clean, range(self.count))
             found = self._points(racing.race, target, clean, before, range(self.count))
             exploration.found = len(found)
         finally:
             clean.stop()  # its cores and ports are for the launches that race
-        for number in self._checked(wanted, found):
+        for number in checked_points(wanted, len(found)):
             armed = racing.arm(self.races, repo, number)
             fleet = None
             try:
@@ -188,13 +191,13 @@ class Explorer:
                     self._judged(found[number - 1], fleet, range(self.count), armed, exploration)
                 )
             finally:
-                self._take_away(armed)
+                self.races.discard(armed)
                 if fleet is not None:
                     fleet.stop()
 
     def _parallel(
         self,
-        exploration: FleetExploration,
+        exploration: Exploration,
         racing: _Racing,
         repo: CachedRepo,
         wanted: list[int] | None,
@@ -221,7 +224,7 @@ class Explorer:
                 fleet = self._launch(None, slots)
                 exploration.launches += 1
                 if first:
-                    exploration.clean = fleet
+                    self.clean = fleet
                     self._require_clean(fleet, [0])
                     target = racing.target(slots[0].repo)
                     found = self._points(racing.race, target, fleet, before, [0])
@@ -230,7 +233,7 @@ class Explorer:
                         batch = [number for number in batch if number <= len(found)]
                         pending = list(range(self.count, len(found) + 1))
                     else:
-                        self._checked(wanted, found)
+                        checked_points(wanted, len(found))
                 for index, slot in enumerate(slots):
                     if slot.point is None or slot.point not in batch:
                         continue
@@ -241,7 +244,7 @@ class Explorer:
             finally:
                 for slot in slots:
                     if slot.armed is not None:
-                        self._take_away(slot.armed)
+                        self.races.discard(slot.armed)
                 if fleet is not None:
                     fleet.stop()
                 for slot in slots:
@@ -281,23 +284,16 @@ class Explorer:
         return slots
 
     def _launch(self, cache: FakeHubCache | None, slots: list[_Slot] | None = None) -> Fleet:
-        member_env = [slot.cache.env for slot in slots] if slots else []
-        return self.fleets._launch(
+        return self.launcher.launch(
             self.argv,
-            len(slots) if slots else self.count,  # a last parallel launch may need fewer
-            self.ready,
-            self.env,
-            cache,
-            self.timeout,
-            self.cwd,
-            member_env=member_env,
+            count=len(slots) if slots else self.count,  # a last parallel launch may need fewer
+            ready=self.ready,
+            env=self.env,
+            cache=cache,
+            timeout=self.timeout,
+            cwd=self.cwd,
+            member_env=[slot.cache.env for slot in slots] if slots else [],
         )
-
-    def _take_away(self, armed: ArmedRace) -> None:
-        armed.disarm()
-        with self.races.controller.lock:
-            if armed in self.races.armed:
-                self.races.armed.remove(armed)
 
     def _watch(self, race: Race, target: Target) -> None:
         for folder in race.watched(target):
@@ -350,11 +346,12 @@ class Explorer:
         fleet: Fleet,
         members: Sequence[int],
         armed: ArmedRace,
-        exploration: FleetExploration,
+        exploration: Exploration,
     ) -> PointOutcome:
         servers = [fleet.servers[index] for index in members]
         hit = bool(armed.hits)
         failing = [server for server in servers if not server.ready]
+        outcome: Outcome
         if not hit:
             outcome = "not reached"
         elif not failing:
@@ -373,66 +370,9 @@ class Explorer:
             exploration.launches,
             tuple(members),
             failure,
-            self._replay(point.number),
+            self.settings.replay_of(point.number, "server_fleet.explore"),
             list(armed.hits),
         )
 
-    def _replay(self, number: int) -> str:
-        if self.replay is not None:
-            return self.replay(number)
-        return f"server_fleet.explore(..., points=[{number}])"
 
-    # -- which points ----------------------------------------------------------------------
-
-    def _wanted(self, points: Sequence[int] | None) -> list[int] | None:
-        """The points asked for (``--startup-guard-explore-point`` first), or None for all."""
-        if self.only_point is not None:
-            return [self.only_point]
-        if points is None:
-            return None
-        if isinstance(points, (str, bytes)) or not isinstance(points, Sequence):
-            raise StartupGuardError(
-                f"invalid points={points!r} for server_fleet.explore(): expected a list of access"
-                " point numbers (1 is the first access) or None for every point"
-            )
-        for number in points:
-            if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-                raise StartupGuardError(
-                    f"invalid access point {number!r} in points={list(points)!r} for"
-                    " server_fleet.explore(): expected whole numbers >= 1"
-                )
-        return sorted(set(points))
-
-    def _checked(self, wanted: list[int] | None, found: list[AccessPoint]) -> list[int]:
-        """The points to explore: those asked for, which must exist, or every one found."""
-        if wanted is None:
-            return list(range(1, len(found) + 1))
-        missing = [number for number in wanted if number > len(found)]
-        if missing:
-            raise StartupGuardError(
-                f"access point {missing[0]} does not exist in this start-up (any more): its busiest"
-                f" process made {len(found)} access(es) of the repo, points 1 to {len(found)};"
-                " explore without points= to see them all"
-            )
-        return wanted
-
-
-def explore_case(
-    explorer: Explorer, request: ExploreRequest, explorations: list[FleetExploration]
-) -> Fleet:
-    """The launch of an ``explore=True`` case: explore, and return the fleet that ran clean
-    (the case's ``check`` judges ``request.done``)."""
-    __tracebackhide__ = True
-    if request.done:
-        raise StartupGuardError(
-            "an explore=True case explores at its first server_fleet.launch(); launch once,"
-            " then startup_case.check(fleet)"
-        )
-    exploration = explorer.run(request.race, request.repo, request.filename, mode=request.mode)
-    request.done.append(exploration)
-    explorations.append(exploration)
-    assert exploration.clean is not None
-    return exploration.clean
-
-
-__all__ = ["Explorer", "explore_case"]
+__all__ = ["Explorer"]

@@ -27,8 +27,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
+from pytest_startup_guard.checks import seconds, whole_number
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exit_wait import ExitWait
@@ -36,7 +38,8 @@ from pytest_startup_guard.fleet.port_faults import ArmedPortFault, PortFault, Po
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
 from pytest_startup_guard.fleet.process_tree import ByPid, Child, Target, end_trees
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
-from pytest_startup_guard.races.armed import ArmedRace, Hit
+from pytest_startup_guard.races.armed import Hit
+from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import BarrierGroup, RuntimeController
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 
@@ -106,6 +109,17 @@ def runs_python(program: str) -> bool:
     return first.startswith(b"#!") and b"python" in first
 
 
+# What became of a member: still starting, ready (its probe accepted it), rejected (it
+# answered, wrongly), exited before it was ready, hung (not ready at the time-out, having had
+# its time), undecided (the machine never gave it its time), or stopped before any of these.
+ServerState = Literal["starting", "ready", "rejected", "exited", "hung", "undecided", "stopped"]
+SETTLED_STATES: tuple[ServerState, ...] = ("ready", "rejected", "hung", "undecided", "stopped")
+
+
+def _no_hits(server: Server) -> list[Hit]:
+    return []
+
+
 @dataclass
 class Server:
     """One fleet member and what became of it (times in seconds since the fleet's release)."""
@@ -115,7 +129,7 @@ class Server:
     port: int | None
     command: list[str]
     output_path: Path
-    state: str = "starting"  # starting, ready, rejected, exited, hung, undecided, stopped
+    state: ServerState = "starting"
     ready: bool = False
     seconds_to_ready: float | None = None
     returncode: int | None = None
@@ -129,7 +143,8 @@ class Server:
     # In a port fault: whether its own process tree was seen listening on ``port`` when it was
     # found ready (None: not in a port fault, or not ready).
     port_owned: bool | None = None
-    _hits: Callable[[], list[Hit]] = field(default=lambda: [], repr=False)
+    # Its fleet's ``hits_of``: the races' hits are read when asked for, never copied.
+    hits_of: Callable[[Server], list[Hit]] = field(default=_no_hits, repr=False, compare=False)
 
     @property
     def output(self) -> str:
@@ -148,7 +163,7 @@ class Server:
     @property
     def hits(self) -> list[Hit]:
         """Accesses of this member and its descendants that met an open race window."""
-        return self._hits()
+        return self.hits_of(self)
 
     def tail(self, lines: int = TAIL_LINES) -> str:
         return "\n".join(self.output.rstrip("\n").splitlines()[-lines:])
@@ -173,13 +188,7 @@ class Server:
             status = f"UNDECIDED: the machine was too slow to decide ({self.reason})"
         else:
             status = self.state
-        if self.returncode is not None and self.state in (
-            "ready",
-            "rejected",
-            "hung",
-            "undecided",
-            "stopped",
-        ):
+        if self.returncode is not None and self.state in SETTLED_STATES:
             status += f"; exit code {self.returncode}"
         return status
 
@@ -220,7 +229,9 @@ def _describe_probe(ready: ready_module.Probe) -> str:
 
 
 @dataclass
-class _Running:
+class RunningMember:
+    """A started member: its ``Server``, its process, its port lease and its output file."""
+
     server: Server
     process: subprocess.Popen[bytes]
     lease: Lease | None
@@ -255,25 +266,50 @@ class Fleet:
         self,
         label: str,
         timeout: float,
-        running: list[_Running],
         group: BarrierGroup,
         controller: RuntimeController,
         reaper: Reaper,
+        port_faults: PortFaults,
+        races: HubRace | None = None,
     ) -> None:
         self.label = label
         self.timeout = timeout
-        self._running = running
+        self._running: list[RunningMember] = []
         self.group = group
         self.controller = controller
         self._reaper = reaper
+        self.port_faults = port_faults
+        self.races = races
         self.released_t: float | None = None
         self.stopped = False
-        self.port_faults: PortFaults | None = None
+
+    @property
+    def running(self) -> list[RunningMember]:
+        """Each member's process and what it holds, in member order."""
+        return list(self._running)
+
+    def add(self, running: RunningMember) -> None:
+        """A member that was just started: from now on ``stop`` ends it too."""
+        self._running.append(running)
+
+    def hits_of(self, server: Server) -> list[Hit]:
+        """Accesses of ``server`` and its descendants that met an open window of the races."""
+        if self.races is None:
+            return []
+        pids = self.members_pids(server)
+        with self.controller.lock:
+            armed = list(self.races.armed)
+        return [
+            hit
+            for race in armed
+            for hit in race.hits
+            if hit.member == server.member or hit.pid in pids
+        ]
 
     @property
     def faults(self) -> list[ArmedPortFault]:
         """The launch's port faults, in the order given: ``.port``, ``.hits``, ``.met``."""
-        return list(self.port_faults.armed) if self.port_faults is not None else []
+        return list(self.port_faults.armed)
 
     @property
     def servers(self) -> list[Server]:
@@ -285,10 +321,14 @@ class Fleet:
     def __len__(self) -> int:
         return len(self._running)
 
+    def pids(self) -> list[int]:
+        """The members' pids (not their descendants'), in member order."""
+        return [running.process.pid for running in self._running]
+
     def summary(self) -> str:
         ready = sum(1 for server in self.servers if server.ready)
         head = f"fleet of {len(self)} x `{self.label}`: {ready} of {len(self)} ready within {self.timeout:g} s"
-        faults = self.port_faults.lines() if self.port_faults is not None else []
+        faults = self.port_faults.lines()
         return "\n".join([head, *faults, *(server.report() for server in self.servers)])
 
     def assert_all_ready(self) -> None:
@@ -342,8 +382,7 @@ class Fleet:
         if self.stopped:
             return
         self.stopped = True
-        if self.port_faults is not None:
-            self.port_faults.close()  # ports taken by port_taken faults are given back
+        self.port_faults.close()  # ports taken by port_taken faults are given back
         with _alarm_blocked():
             members = [running.process for running in self._running]
             targets: list[Target] = [*map(Child, members), *self._descendants()]
@@ -370,7 +409,7 @@ class Fleet:
             others.pop(running.process.pid, None)  # our own children: Popen keeps their exit codes
         return [ByPid(process) for process in others.values()]
 
-    def _settle(self, running: _Running) -> None:
+    def _settle(self, running: RunningMember) -> None:
         """Record how a stopped member ended and give back what it held."""
         server = running.server
         if server.returncode is None:
@@ -433,7 +472,7 @@ class _FleetMembers:
 
 class FleetLauncher:
     """Launches fleets (``launch``) and stops them all (``stop_all``); ``ServerFleet``, the
-    ``server_fleet`` fixture, adds exploring to it (``fleet/server_fleet.py``)."""
+    ``server_fleet`` fixture, launches through one and adds exploring (``fleet/server_fleet.py``)."""
 
     def __init__(
         self,
@@ -444,7 +483,7 @@ class FleetLauncher:
         *,
         default_timeout: float,
         default_cache: FakeHubCache | None = None,
-        races: Callable[[], list[ArmedRace]] = lambda: [],
+        races: HubRace | None = None,
         barrier_timeout: float = 20.0,
     ) -> None:
         self.controller = controller
@@ -469,28 +508,14 @@ class FleetLauncher:
         cwd: str | os.PathLike[str] | None = None,
         ports: Sequence[int] | None = None,
         faults: Sequence[PortFault] | PortFault | None = None,
+        member_env: Sequence[Mapping[str, str]] = (),
     ) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
         exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
 
         ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
-        ``AssertionError`` here, unless it was made with ``allow_miss=True``."""
-        __tracebackhide__ = True
-        return self._launch(argv, count, ready, env, cache, timeout, cwd, ports, faults)
-
-    def _launch(
-        self,
-        argv: Sequence[str],
-        count: int,
-        ready: ready_module.Probe,
-        env: Mapping[str, str] | None = None,
-        cache: FakeHubCache | None = None,
-        timeout: float | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        ports: Sequence[int] | None = None,
-        faults: Sequence[PortFault] | PortFault | None = None,
-        member_env: Sequence[Mapping[str, str]] = (),
-    ) -> Fleet:
+        ``AssertionError`` here, unless it was made with ``allow_miss=True``. ``member_env``:
+        one mapping per member, over ``env`` (an exploration's private caches)."""
         __tracebackhide__ = True
         argv, timeout = self._checked_arguments(argv, count, ready, timeout, ports)
         port_faults = PortFaults(
@@ -507,8 +532,7 @@ class FleetLauncher:
         told = port_faults.told_ports(
             [lease.port if lease is not None else None for lease in leases]
         )
-        fleet, folder = self._new_fleet(plan.label, count, timeout)
-        fleet.port_faults = port_faults
+        fleet, folder = self._new_fleet(plan.label, count, timeout, port_faults)
         try:
             port_faults.arm(self.controller, told, _FleetMembers(fleet), python=plan.python)
         except BaseException:
@@ -542,20 +566,17 @@ class FleetLauncher:
         argv = list(argv) if not isinstance(argv, str) else shlex.split(argv)
         if not argv:
             raise ValueError("server_fleet.launch() needs a command: argv is empty")
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise ValueError(
-                f"invalid count={count!r} for server_fleet.launch(): expected a whole number >= 1"
-            )
+        whole_number("count", count, "server_fleet.launch()", minimum=1)
         if not hasattr(ready, "check"):
             raise TypeError(
                 f"invalid ready={ready!r} for server_fleet.launch(): expected ready.http(), ready.tcp(),"
                 " ready.log(), ready.file() or ready.call()"
             )
-        timeout = self.default_timeout if timeout is None else float(timeout)
-        if timeout <= 0:
-            raise ValueError(
-                f"invalid timeout={timeout!r} for server_fleet.launch(): expected seconds > 0"
-            )
+        timeout = (
+            self.default_timeout
+            if timeout is None
+            else seconds("timeout", timeout, "server_fleet.launch()", positive=True)
+        )
         if ports is not None and len(ports) != count:
             raise ValueError(f"ports={list(ports)!r} names {len(ports)} ports for count={count}")
         fill_placeholders(argv, {"port": 0, "index": 0, "count": count})  # bad placeholders: now
@@ -594,12 +615,14 @@ class FleetLauncher:
             return list(self.leases.lease(count))
         return [None] * count
 
-    def _new_fleet(self, label: str, count: int, timeout: float) -> tuple[Fleet, Path]:
+    def _new_fleet(
+        self, label: str, count: int, timeout: float, port_faults: PortFaults
+    ) -> tuple[Fleet, Path]:
         """A fleet with no members yet, behind a new barrier, and the folder for their output."""
         group = self.controller.barrier(count)
         folder = self.folder / f"fleet-{len(self.fleets)}"
         folder.mkdir(parents=True, exist_ok=True)
-        fleet = Fleet(label, timeout, [], group, self.controller, self.reaper)
+        fleet = Fleet(label, timeout, group, self.controller, self.reaper, port_faults, self.races)
         self.fleets.append(fleet)
         return fleet, folder
 
@@ -617,14 +640,14 @@ class FleetLauncher:
             for index, lease in enumerate(leases):
                 self._start_member(fleet, plan, folder, index, lease, told[index])
         except BaseException:
-            self.reaper.add_all([running.process.pid for running in fleet._running])
+            self.reaper.add_all(fleet.pids())
             fleet.stop()
-            for lease in leases[len(fleet._running) :]:
+            for lease in leases[len(fleet) :]:
                 if lease is not None:
                     lease.release()
             raise
         # The reaper hears of every member at once, in one write, once all are started.
-        self.reaper.add_all([running.process.pid for running in fleet._running])
+        self.reaper.add_all(fleet.pids())
 
     def _start_member(
         self,
@@ -660,31 +683,19 @@ class FleetLauncher:
             output_path,
             member=f"{fleet.group.name}:{index}",
             told_port=port,
+            hits_of=fleet.hits_of,
         )
-        server._hits = self._hits_of(fleet, server)
         # In the fleet before anything else can fail, so that its stop ends this one too.
-        fleet._running.append(_Running(server, process, lease, handle))
+        fleet.add(RunningMember(server, process, lease, handle))
         if plan.python:
             self.controller.expect(process.pid, f"server {index}: {plan.label}")
 
     def _await_arrivals(self, fleet: Fleet) -> None:
         """Wait until every member still running has reached the start barrier."""
-        by_index = {running.server.index: running.process for running in fleet._running}
+        by_index = {running.server.index: running.process for running in fleet.running}
         fleet.group.wait_for_arrivals(
             time.monotonic() + self.barrier_timeout, lambda i: by_index[i].poll() is None
         )
-
-    def _hits_of(self, fleet: Fleet, server: Server) -> Callable[[], list[Hit]]:
-        def hits() -> list[Hit]:
-            pids = fleet.members_pids(server)
-            return [
-                hit
-                for armed in self.races()
-                for hit in armed.hits
-                if hit.member == server.member or hit.pid in pids
-            ]
-
-        return hits
 
     def _watch(self, fleet: Fleet, probe: ready_module.Probe, timeout: float) -> None:
         assert fleet.released_t is not None
@@ -697,13 +708,13 @@ class FleetLauncher:
                 args=(running, probe, released, deadline, faults),
                 daemon=True,
             )
-            for running in fleet._running
+            for running in fleet.running
         ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        for running in fleet._running:
+        for running in fleet.running:
             if running.server.state in ("hung", "undecided"):
                 for pid in sorted(fleet.members_pids(running.server)):
                     stack = self.controller.dump_stacks(pid)
@@ -712,7 +723,7 @@ class FleetLauncher:
 
     def _watch_member(
         self,
-        running: _Running,
+        running: RunningMember,
         probe: ready_module.Probe,
         released: float,
         deadline: float,
@@ -723,7 +734,7 @@ class FleetLauncher:
 
     def _follow_member(
         self,
-        running: _Running,
+        running: RunningMember,
         probe: ready_module.Probe,
         released: float,
         deadline: float,

@@ -1,45 +1,90 @@
 """``ServerFleet``, the ``server_fleet`` fixture: launch fleets, and explore their start-up.
 
-``FleetLauncher`` (``fleet.py``) launches and stops fleets; this adds ``explore`` (every access
-point of a start-up raced, ``explore.py``) and the launch of an applied
-``startup_races(..., explore=True)`` case, which explores instead of launching once.
+It launches through a ``FleetLauncher`` (``fleet.py``) and adds ``explore`` (every access point
+of a start-up raced, ``explore.py``). A ``startup_races(..., explore=True)`` case, once applied,
+tells it to explore its next launch (``explore_next_launch``): that launch explores instead of
+launching once.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
+from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
-from pytest_startup_guard.fleet.exploration import ExploreRequest, FleetExploration
-from pytest_startup_guard.fleet.explore import Explorer, explore_case
+from pytest_startup_guard.fleet.exploration import ExploreRequest
+from pytest_startup_guard.fleet.explore import Explorer
 from pytest_startup_guard.fleet.fleet import Fleet, FleetLauncher
 from pytest_startup_guard.fleet.port_faults import PortFault
+from pytest_startup_guard.fleet.ports import PortLeases
+from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.races.base import Race
+from pytest_startup_guard.races.exploration import Exploration, ExploreSettings
 from pytest_startup_guard.races.hubrace import HubRace
+from pytest_startup_guard.runtime.controller import RuntimeController
 
 
-class ServerFleet(FleetLauncher):
+class ServerFleet:
     """The ``server_fleet`` fixture: ``launch`` fleets, ``explore`` their start-up; every
     process stops at teardown."""
 
     def __init__(
         self,
-        *args: Any,
+        controller: RuntimeController,
+        folder: Path,
+        leases: PortLeases,
+        reaper: Reaper,
+        *,
+        default_timeout: float,
+        default_cache: FakeHubCache | None = None,
         hub_race: HubRace | None = None,
-        replay: Callable[[int], str] | None = None,
-        explore_point: int | None = None,
-        explore_request: Callable[[], ExploreRequest | None] | None = None,
-        **kwargs: Any,
+        explore_settings: ExploreSettings | None = None,
+        barrier_timeout: float = 20.0,
     ) -> None:
-        super().__init__(*args, **kwargs)
+        self.launcher = FleetLauncher(
+            controller,
+            folder,
+            leases,
+            reaper,
+            default_timeout=default_timeout,
+            default_cache=default_cache,
+            races=hub_race,
+            barrier_timeout=barrier_timeout,
+        )
         self.hub_race = hub_race  # arms each explored point
-        self.replay = replay  # the replay command of one access point
-        self.explore_point = explore_point  # --startup-guard-explore-point: explore only this
-        self.explore_request = explore_request  # an applied explore=True case of the test
-        self.explorations: list[FleetExploration] = []
+        self.explore_settings = (
+            explore_settings if explore_settings is not None else ExploreSettings()
+        )
+        self.explorations: list[Exploration] = []
+        self._explore_request: ExploreRequest | None = None
+
+    @property
+    def folder(self) -> Path:
+        return self.launcher.folder
+
+    @property
+    def controller(self) -> RuntimeController:
+        """The test's child runtime: what every member reported (``accesses``, ``binds``)."""
+        return self.launcher.controller
+
+    @property
+    def default_cache(self) -> FakeHubCache | None:
+        """The cache members get unless a launch names one (the test's ``hub_cache``)."""
+        return self.launcher.default_cache
+
+    @property
+    def fleets(self) -> list[Fleet]:
+        """Every fleet launched so far, in order (an exploration's launches included)."""
+        return self.launcher.fleets
+
+    def explore_next_launch(self, request: ExploreRequest) -> None:
+        """Make the next ``launch`` explore ``request`` (an applied ``explore=True`` case)."""
+        if self._explore_request is not None:
+            raise StartupGuardError("an explore=True case was already applied to this fleet")
+        self._explore_request = request
 
     def launch(
         self,
@@ -65,12 +110,22 @@ class ServerFleet(FleetLauncher):
         parallel mode its member 0; the others raced the first points), stopped; the case's
         ``check`` judges the exploration."""
         __tracebackhide__ = True
-        request = self.explore_request() if self.explore_request is not None else None
+        request = self._explore_request
         if request is not None:
-            return explore_case(
-                self._explorer(argv, count, ready, env, timeout, cwd), request, self.explorations
+            if request.exploration is not None:
+                raise StartupGuardError(
+                    "an explore=True case explores at its first server_fleet.launch(); launch"
+                    " once, then startup_case.check(fleet)"
+                )
+            explorer = self._explorer(argv, count, ready, env, timeout, cwd)
+            exploration = explorer.run(
+                request.race, request.repo, request.filename, mode=request.mode
             )
-        return super().launch(
+            assert explorer.clean is not None
+            request.exploration, request.clean = exploration, explorer.clean
+            self.explorations.append(exploration)
+            return explorer.clean
+        return self.launcher.launch(
             argv,
             count=count,
             ready=ready,
@@ -98,7 +153,7 @@ class ServerFleet(FleetLauncher):
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         cwd: str | os.PathLike[str] | None = None,
-    ) -> FleetExploration:
+    ) -> Exploration:
         """Race ``filename`` of ``repo`` at every access point of the fleet's start-up, one point
         per run, and return how each run fared (``.assert_all_survived()``).
 
@@ -116,6 +171,10 @@ class ServerFleet(FleetLauncher):
         self.explorations.append(exploration)
         return exploration
 
+    def stop_all(self) -> None:
+        """Stop every fleet launched (teardown does)."""
+        self.launcher.stop_all()
+
     def _explorer(
         self,
         argv: Sequence[str],
@@ -126,12 +185,11 @@ class ServerFleet(FleetLauncher):
         cwd: str | os.PathLike[str] | None,
     ) -> Explorer:
         if self.hub_race is None:
-            from pytest_startup_guard.errors import StartupGuardError
-
             raise StartupGuardError("server_fleet.explore() needs the test's hub_race")
         return Explorer(
-            self,
+            self.launcher,
             self.hub_race,
+            self.explore_settings,
             self.folder / f"explore-{len(self.explorations)}",
             argv,
             count,
@@ -139,8 +197,6 @@ class ServerFleet(FleetLauncher):
             env,
             timeout,
             cwd,
-            replay=self.replay,
-            only_point=self.explore_point,
         )
 
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_startup_guard.races.base import Race, Target
 from pytest_startup_guard.races.triggers import After, Chaos, OnAccess, Placed, Trigger
@@ -34,6 +33,14 @@ class Window:
     @property
     def seconds(self) -> float | None:
         return None if self.closed_t is None else self.closed_t - self.opened_t
+
+
+class Refresher(Protocol):
+    """A process that opens and closes a race's window by itself (``chaos.ChaosRefresher``)."""
+
+    def windows(self) -> list[Window]: ...
+
+    def stop(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -87,8 +94,10 @@ class ArmedRace:
     accesses_seen: dict[int, int] = field(default_factory=dict)  # pid -> accesses counted
     armed_t: float = field(default_factory=time.monotonic)
     disarmed: bool = False
-    lock: Any = field(default=None, repr=False)  # the controller's lock, set when armed
-    stop_refresher: Callable[[], None] | None = field(default=None, repr=False)  # chaos only
+    # The controller's lock: held while windows open and close, so that no access is judged
+    # half-way through a change.
+    lock: AbstractContextManager[Any] = field(default_factory=nullcontext, repr=False)
+    refresher: Refresher | None = field(default=None, repr=False)  # a chaos trigger's process
     _holders: dict[int, _Holder] = field(default_factory=dict)  # pid (0: a timer) -> holder
     _watched: tuple[str, ...] = ()
     _cache_root: str = ""
@@ -225,10 +234,12 @@ class ArmedRace:
 
     def disarm(self) -> None:
         """Close any open window and stop reacting; the cache is whole afterwards."""
-        if self.stop_refresher is not None:
-            stop, self.stop_refresher = self.stop_refresher, None
-            stop()
-        with self.lock if self.lock is not None else nullcontext():
+        if self.refresher is not None:
+            self.refresher.stop()  # it closes its own window; what it left is closed below
+        with self.lock:
             self._holders.clear()
             self.close(time.monotonic())
+            if self.refresher is not None:
+                with unobserved():
+                    self.race.close(self.target)
             self.disarmed = True

@@ -8,21 +8,24 @@ starts chaos refreshers, and at the end closes everything and reports races that
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO
+from collections.abc import Callable, Sequence
 
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.races.armed import ArmedRace, Hit, Window
 from pytest_startup_guard.races.base import PathTarget, RaceTarget, Target
 from pytest_startup_guard.races.catalog import RACES, Race, get_race
+from pytest_startup_guard.races.exploration import (
+    AccessPoint,
+    Exploration,
+    ExploreSettings,
+    Outcome,
+    PointOutcome,
+    checked_points,
+    wanted_points,
+)
 from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.races.triggers import (
     After,
@@ -34,71 +37,27 @@ from pytest_startup_guard.races.triggers import (
     placed,
 )
 from pytest_startup_guard.runtime.controller import AccessEvent, RuntimeController
-from pytest_startup_guard.runtime.protocol import PLAN_ENV
 from pytest_startup_guard.settings.seeds import seed_for_test
-
-
-@dataclass
-class _Refresher:
-    """A running chaos refresher: its process, the log of its windows, the pipe that stops it."""
-
-    process: subprocess.Popen[bytes]
-    log: Path
-    stdin: IO[bytes]
-
-
-@dataclass(frozen=True)
-class ExplorationPoint:
-    """How the start-up fared with the window opening right before one of its accesses."""
-
-    index: int  # the nth access the window opened at
-    op: str
-    path: str  # relative to the repo folder
-    outcome: str  # "survived" or "failed"
-    error: str | None
-    hit: bool
-
-
-@dataclass
-class Exploration:
-    """One start-up run once per access point, with the window opening right before it."""
-
-    race: str
-    target: str
-    points: list[ExplorationPoint] = field(default_factory=list)
-
-    @property
-    def failed(self) -> list[ExplorationPoint]:
-        """The access points where a window made the start-up fail."""
-        return [point for point in self.points if point.outcome == "failed"]
-
-    @property
-    def survived(self) -> list[ExplorationPoint]:
-        """The access points where the start-up came through an open window."""
-        return [point for point in self.points if point.outcome == "survived"]
-
-    def __str__(self) -> str:
-        lines = [f"explore {self.race} on {self.target}: {len(self.points)} access points"]
-        for point in self.points:
-            error = f"  {point.error}" if point.error else ""
-            lines.append(
-                f"  #{point.index:<3} {point.op:<11} {point.path:<60} {point.outcome}{error}"
-            )
-        return "\n".join(lines)
 
 
 class HubRace:
     """Arms transient races; see ``arm`` and ``explore``."""
 
     def __init__(
-        self, controller: RuntimeController, seed: int = 0, roots: PluginRoots | None = None
+        self,
+        controller: RuntimeController,
+        seed: int = 0,
+        roots: PluginRoots | None = None,
+        explore_settings: ExploreSettings | None = None,
     ) -> None:
         self.controller = controller
         self.seed = seed
         self.roots = roots if roots is not None else PluginRoots()
+        self.explore_settings = (
+            explore_settings if explore_settings is not None else ExploreSettings()
+        )
         self.armed: list[ArmedRace] = []
         self.explorations: list[Exploration] = []
-        self._refreshers: dict[int, _Refresher] = {}
         self._timer: threading.Thread | None = None
         self._wake = threading.Condition(controller.lock)
         self._closed = False
@@ -178,18 +137,36 @@ class HubRace:
                 " or placed()"
             )
         instance.check(target)
-        armed = ArmedRace(instance, target, trigger, allow_miss)
-        armed.lock = self.controller.lock
         self._watch(instance, target)
+        refresher = None
+        if isinstance(trigger, Chaos):
+            from pytest_startup_guard.races.chaos import ChaosRefresher
+
+            seed = trigger.seed
+            if seed is None:
+                seed = seed_for_test(self.seed, f"chaos-{len(self.armed)}")
+            label = f"{instance.name} on {target.label} with {trigger.describe()}"
+            refresher = ChaosRefresher(
+                instance, target, trigger, seed, self.controller.folder, label
+            )
+        armed = ArmedRace(
+            instance, target, trigger, allow_miss, lock=self.controller.lock, refresher=refresher
+        )
         with self.controller.lock:
             if isinstance(trigger, Placed):  # in place now; a fault that cannot be placed is
                 armed.open(time.monotonic(), None, None)  # an error, and is never armed
             self.armed.append(armed)
-        if isinstance(trigger, Chaos):
-            self._start_refresher(armed, trigger)
-        elif not isinstance(trigger, Placed):
+        if not isinstance(trigger, (Chaos, Placed)):
             self._ensure_timer()
         return armed
+
+    def discard(self, armed: ArmedRace) -> None:
+        """Disarm ``armed`` (the cache is whole afterwards) and forget it: its hits and
+        windows no longer count for the test (an exploration's runs, once judged)."""
+        armed.disarm()
+        with self.controller.lock:
+            if armed in self.armed:
+                self.armed.remove(armed)
 
     def _watch(self, race: Race, target: Target) -> None:
         """Have every process report its accesses of the target's folders from now on."""
@@ -210,44 +187,50 @@ class HubRace:
         startup: Callable[[], object],
         hold: float = 0.5,
         *,
+        points: Sequence[int] | None = None,
         revision: str | None = None,
     ) -> Exploration:
         """Run ``startup()`` once clean, recording its accesses of the repo, then once per
         access point with the window opening right before that access. ``startup`` runs in the
-        test process; it may start processes of its own (their accesses count per process)."""
+        test process; it may start processes of its own (their accesses count per process).
+        ``points=[...]`` (or ``--startup-guard-explore-point=N``) explores only those."""
+        __tracebackhide__ = True
+        where = "hub_race.explore()"
         if not callable(startup):
             raise TypeError(f"explore() needs a callable start-up, not {type(startup).__name__}")
-        instance = get_race(race, where="hub_race.explore()")
+        instance = get_race(race, where=where)
         repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
+        on_access(hold=hold)  # a bad hold: now, before the start-up runs
+        wanted = wanted_points(points, self.explore_settings, where)
         target = target_of(instance, repo, filename, revision)
-        points = self._access_points(instance, target, startup)
-        exploration = Exploration(instance.name or type(instance).__name__, target.label)
-        for index, access in enumerate(points, 1):
-            armed = self.arm(
-                instance,
-                repo,
-                filename,
-                revision=revision,
-                trigger=on_access(nth=index, hold=hold),
-                allow_miss=True,  # a run that never reaches its point says so in hit=False
-            )
-            outcome, error = self._run_once(armed, startup)
-            exploration.points.append(
-                ExplorationPoint(
-                    index=index,
-                    op=access.op,
-                    path=os.path.relpath(access.path, target.folder),
-                    outcome=outcome,
-                    error=error,
-                    hit=bool(armed.hits),
+        exploration = Exploration(
+            instance.name or type(instance).__name__, target.label, "in-process"
+        )
+        started = time.monotonic()
+        try:
+            found = self._access_points(instance, target, startup)
+            exploration.launches, exploration.found = 1, len(found)
+            for number in checked_points(wanted, len(found)):
+                armed = self.arm(
+                    instance,
+                    repo,
+                    filename,
+                    revision=revision,
+                    trigger=on_access(nth=number, hold=hold),
+                    allow_miss=True,  # a run that never reaches its point says so: not reached
                 )
-            )
+                exploration.launches += 1
+                exploration.points.append(
+                    self._run_point(found[number - 1], armed, startup, exploration.launches)
+                )
+        finally:
+            exploration.seconds = time.monotonic() - started
         self.explorations.append(exploration)
         return exploration
 
     def _access_points(
         self, race: Race, target: Target, startup: Callable[[], object]
-    ) -> list[AccessEvent]:
+    ) -> list[AccessPoint]:
         """Run ``startup()`` without a race; its access points (those of its busiest process)."""
         watched = tuple(str(path).rstrip(os.sep) + os.sep for path in race.watched(target))
         self._watch(race, target)
@@ -261,19 +244,45 @@ class HubRace:
             ) from error
         with self.controller.lock:
             clean = [a for a in self.controller.accesses[start:] if a.path.startswith(watched)]
-        return busiest_process(clean)
+        if not clean:
+            raise StartupGuardError(
+                f"hub_race.explore(): the clean start-up never accessed {target.folder}, so there"
+                " is no access point to race (does it read this repo?)"
+            )
+        return [
+            AccessPoint(
+                number,
+                access.op,
+                os.path.relpath(access.path, target.folder),
+                "test process" if access.pid == os.getpid() else f"child pid {access.pid}",
+            )
+            for number, access in enumerate(busiest_process(clean), 1)
+        ]
 
-    def _run_once(self, armed: ArmedRace, startup: Callable[[], object]) -> tuple[str, str | None]:
-        """Run ``startup()`` under ``armed``, then take the race away: (outcome, error)."""
+    def _run_point(
+        self, point: AccessPoint, armed: ArmedRace, startup: Callable[[], object], run: int
+    ) -> PointOutcome:
+        """Run ``startup()`` under ``armed``, then take the race away; judge the point."""
+        error: str | None = None
         try:
             startup()
-            return "survived", None
-        except Exception as error:
-            return "failed", _first_line(error)
+        except Exception as raised:
+            error = _first_line(raised)
         finally:
-            armed.disarm()
-            with self.controller.lock:
-                self.armed.remove(armed)
+            self.discard(armed)
+        outcome: Outcome = "failed" if error is not None else "survived"
+        if not armed.hits:
+            outcome = "not reached"  # whatever became of the run: the point proves nothing
+        return PointOutcome(
+            point,
+            outcome,
+            bool(armed.hits),
+            run,
+            (),
+            error,
+            self.explore_settings.replay_of(point.number, "hub_race.explore"),
+            list(armed.hits),
+        )
 
     # -- reading -------------------------------------------------------------------------
 
@@ -330,50 +339,12 @@ class HubRace:
                 timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
                 self._wake.wait(timeout)
 
-    def _start_refresher(self, armed: ArmedRace, trigger: Chaos) -> None:
-        """Start a chaos refresher process for ``armed`` and wait until it is ready."""
-        from pytest_startup_guard.races.refresher import RefresherSpec, dump
-
-        seed = (
-            trigger.seed
-            if trigger.seed is not None
-            else seed_for_test(self.seed, f"chaos-{len(self.armed)}")
-        )
-        log = Path(
-            tempfile.mkstemp(prefix="refresher-", suffix=".log", dir=self.controller.folder)[1]
-        )
-        env = {key: value for key, value in os.environ.items() if key != PLAN_ENV}  # not under test
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pytest_startup_guard.races.refresher"],
-            stdin=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
-        assert process.stdin is not None
-        spec = RefresherSpec(armed.race, armed.target, trigger.gap, trigger.hold, seed, str(log))
-        dump(spec, process.stdin)
-        self._refreshers[id(armed)] = _Refresher(process, log, process.stdin)
-        armed.stop_refresher = lambda: self._stop_refresher(armed)
-        deadline = time.monotonic() + 30
-        while "ready" not in log.read_text() and time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise StartupGuardError(
-                    f"the chaos refresher for {armed.describe()} exited with code"
-                    f" {process.returncode} before it started (is the race class importable?)"
-                )
-            time.sleep(0.005)
-
     def _sync_chaos(self) -> None:
         """Chaos windows are logged by the refresher; hits are the accesses inside them."""
         for armed in self.armed:
-            refresher = self._refreshers.get(id(armed))
-            if refresher is None:
+            if armed.refresher is None:
                 continue
-            windows = []
-            for line in refresher.log.read_text().splitlines():
-                parts = line.split()
-                if parts and parts[0] == "window" and len(parts) == 3:
-                    windows.append(Window(float(parts[1]), float(parts[2])))
+            windows = armed.refresher.windows()
             with self.controller.lock:
                 armed.windows = windows
                 armed.hits = [
@@ -383,25 +354,6 @@ class HubRace:
                     for index in _window_at(windows, a.t)
                 ]
 
-    def _stop_refresher(self, armed: ArmedRace) -> None:
-        """Stop one chaos refresher, take in its windows, and make the cache whole."""
-        refresher = self._refreshers.get(id(armed))
-        if refresher is None or refresher.process.returncode is not None:
-            return
-        try:
-            refresher.stdin.write(b"x")
-            refresher.stdin.close()
-        except OSError:
-            pass
-        try:
-            refresher.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            refresher.process.kill()
-            refresher.process.wait()
-        self._sync_chaos()
-        with self.controller.lock:
-            armed.race.close(armed.target)
-
     # -- the end -------------------------------------------------------------------------
 
     def close(self) -> list[str]:
@@ -410,8 +362,9 @@ class HubRace:
         if self._closed:
             return []
         for armed in self.armed:
-            if armed.stop_refresher is not None:
-                armed.disarm()
+            if armed.refresher is not None:
+                armed.disarm()  # its process stops; its windows are read just below
+        self._sync_chaos()
         with self._wake:
             self._closed = True
             self._wake.notify_all()

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_startup_guard.runtime import child as childruntime
 from pytest_startup_guard.runtime.protocol import (
@@ -66,7 +66,19 @@ class ProcessRecord:
         return int(self.member.rsplit(":", 1)[1])
 
 
-BIND_OP = "socket.bind"  # the op of an AccessEvent that reports a bind (path: "host:port")
+# What a reported event was: one of the audit events the child runtime reports as an access
+# (``protocol.ACCESS_EVENTS``), or the bind of an internet address (path "host:port").
+AccessOp = Literal["open", "os.listdir", "os.scandir", "socket.bind"]
+FILE_OPS: tuple[AccessOp, ...] = ("open", "os.listdir", "os.scandir")
+BIND_OP: AccessOp = "socket.bind"
+
+
+def file_op(name: object) -> AccessOp:
+    """The op of an access message, or a ``ValueError`` for one the runtime does not report."""
+    for op in FILE_OPS:
+        if name == op:
+            return op
+    raise ValueError(f"unknown access op {name!r}; the child runtime reports {', '.join(FILE_OPS)}")
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,7 @@ class AccessEvent:
 
     pid: int
     member: str | None  # "<group>:<index>", TEST_PROCESS, or None for unrelated processes
-    op: str  # "open", "os.listdir", "os.scandir", "socket.bind"
+    op: AccessOp
     path: str
     t: float  # time.monotonic() in the accessing process (one clock for the machine)
     tid: int
@@ -119,14 +131,19 @@ class BarrierGroup:
     """Fleet members that wait at boot until ``release`` lets them all go at once.
 
     Each held member blocks reading one byte from the group's FIFO; ``release`` writes one byte
-    per held member in a single write, which wakes them all together (FACTS.md: 0.5 ms spread
-    for 8 children, against one socket message each, where every woken child delays the rest).
+    per held member in a single write, which wakes them all together: measured, 8 children woke
+    within 0.5 ms of each other, where one socket message each spread them out, every woken
+    child delaying the rest.
+
+    ``arrival`` is the controller's condition (on its lock), notified at each hello; ``released``
+    tells the controller's release listeners when the group was let go.
     """
 
-    controller: RuntimeController
     name: str
     size: int
     fifo: str
+    arrival: threading.Condition = field(repr=False)
+    released: ReleaseListener = field(repr=False)
     arrived: dict[int, int] = field(default_factory=dict)  # member index -> pid
     held: int = 0
     released_t: float | None = None
@@ -150,7 +167,7 @@ class BarrierGroup:
         """Wait until every member arrived, every missing one is no longer coming
         (``still_coming(index)`` is False: it exited, or is not Python), or the deadline passed.
         Returns the indexes that did not arrive."""
-        with self.controller._arrival:
+        with self.arrival:
             while True:
                 missing = [i for i in range(self.size) if i not in self.arrived]
                 coming = [i for i in missing if still_coming is None or still_coming(i)]
@@ -158,17 +175,17 @@ class BarrierGroup:
                 if not coming or remaining <= 0:
                     return missing
                 # Woken by each hello; the time-out only re-asks still_coming (process exits).
-                self.controller._arrival.wait(min(remaining, 0.05))
+                self.arrival.wait(min(remaining, 0.05))
 
     def release(self) -> float:
         """Let every held member go; later arrivals pass straight through."""
-        with self.controller._lock:
+        with self.arrival:  # the controller's lock: no hello is counted half-way through
             if self.released_t is not None:
                 return self.released_t
             self.released_t = time.monotonic()
             if self.held and self._descriptor is not None:
                 os.write(self._descriptor, b"x" * self.held)
-            self.controller._released(self.released_t)
+            self.released(self.released_t)
             return self.released_t
 
 
@@ -360,7 +377,9 @@ class RuntimeController:
         with self._lock:
             self._group_counter += 1
             name = name or f"fleet{self._group_counter}"
-            group = BarrierGroup(self, name, size, str(self.folder / f"barrier-{name}"))
+            group = BarrierGroup(
+                name, size, str(self.folder / f"barrier-{name}"), self._arrival, self._released
+            )
             group.open()
             self._groups[group.name] = group
             return group
@@ -507,7 +526,7 @@ class RuntimeController:
             event = AccessEvent(
                 pid=int(message["pid"]),
                 member=self._member_of(int(message["pid"])),
-                op=str(message["ev"]),
+                op=file_op(message["ev"]),
                 path=str(message["path"]),
                 t=float(message["t"]),
                 tid=int(message.get("tid", 0)),
@@ -606,7 +625,7 @@ class RuntimeController:
             AccessEvent(
                 pid=os.getpid(),
                 member=TEST_PROCESS,
-                op=op,
+                op=file_op(op),
                 path=path,
                 t=time.monotonic(),
                 tid=threading.get_ident(),

@@ -1,8 +1,8 @@
 """Verdicts: a transient race must be survived, and really hit; a persistent corruption must
 still fail, in bounded time, with a message that names the file or the repo.
 
-Error text cannot tell a transient fault from a permanent one (FACTS.md): both give the same
-exceptions. Only the outcome over time can, so a start-up is judged on that:
+Error text cannot tell a transient fault from a permanent one: a config that is missing for a
+moment and one that is gone give the same ``OSError`` or ``ValueError: Unrecognized model``. Only the outcome over time can, so a start-up is judged on that:
 
 - **transient** ⇒ every member became ready, with the real config (the probe's ``expect`` or
   ``check(expect=...)``), and the race hit every member at least once (else the case proves
@@ -30,25 +30,24 @@ from typing import Any
 from pytest_startup_guard.cache.corruptions import CORRUPTIONS
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
-from pytest_startup_guard.fleet.exploration import MODES as EXPLORE_MODES
-from pytest_startup_guard.fleet.exploration import ExploreRequest, FleetExploration
+from pytest_startup_guard.fleet.exploration import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet, Server
+from pytest_startup_guard.fleet.server_fleet import ServerFleet
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import RaceTarget
 from pytest_startup_guard.races.catalog import RACES, races_for_all, stale_races
+from pytest_startup_guard.races.exploration import FLEET_MODES, Exploration, Mode
 from pytest_startup_guard.races.hubrace import HubRace
-
-KINDS = ("transient", "corrupt", "stale")
-_NOUNS = {"transient": "race", "corrupt": "corruption", "stale": "stale lock"}
+from pytest_startup_guard.verdicts.kinds import KINDS, WORDS, CaseKind
 
 
 @dataclass(frozen=True)
 class CaseSpec:
     """One case of the ``startup_races`` matrix."""
 
-    kind: str  # "transient", "corrupt" or "stale"
+    kind: CaseKind
     name: str
-    explore: str | None = None  # a transient case raced at every access point: its mode
+    explore: Mode | None = None  # a transient case raced at every access point: its mode
 
     @property
     def id(self) -> str:
@@ -56,7 +55,7 @@ class CaseSpec:
 
 
 def _names(
-    value: object, kind: str, catalog: Iterable[str], everything: list[str], where: str
+    value: object, kind: CaseKind, catalog: Iterable[str], everything: list[str], where: str
 ) -> list[str]:
     if value is None:
         return []
@@ -69,7 +68,7 @@ def _names(
     known = set(catalog)
     for name in value:
         if name not in known:
-            raise UnknownNameError(_NOUNS[kind], name, known, where)
+            raise UnknownNameError(WORDS[kind].noun, name, known, where)
     return list(dict.fromkeys(value))
 
 
@@ -111,14 +110,15 @@ def cases_from_marker(
     )
 
 
-def _explore_mode(value: object, where: str) -> str | None:
+def _explore_mode(value: object, where: str) -> Mode | None:
     """``explore=True`` (parallel), ``"parallel"``, ``"sequential"``, or False/None (off)."""
     if value is None or value is False:
         return None
     if value is True:
         return "parallel"
-    if value in EXPLORE_MODES:
-        return str(value)
+    for mode in FLEET_MODES:
+        if value == mode:
+            return mode
     raise StartupGuardError(
         f"invalid explore={value!r} in {where}: expected True (parallel), 'parallel',"
         " 'sequential' or False"
@@ -152,11 +152,19 @@ def _member_facts(server: Server) -> dict[str, Any]:
 class StartupCase:
     """The ``startup_case`` fixture: one case of the matrix, applied and judged."""
 
-    def __init__(self, spec: CaseSpec, races: HubRace, seed: int, replay: str) -> None:
+    def __init__(
+        self,
+        spec: CaseSpec,
+        races: HubRace,
+        seed: int,
+        replay: str,
+        fleets: ServerFleet | None = None,
+    ) -> None:
         self.spec = spec
         self.races = races
         self.seed = seed
         self.replay = replay
+        self.fleets = fleets  # the test's server_fleet: an explore=True case explores its launch
         self.armed: ArmedRace | None = None
         self.target: str | None = None
         self.repo: CachedRepo | None = None
@@ -166,7 +174,7 @@ class StartupCase:
         self.explore_request: ExploreRequest | None = None  # explore=True: the launch explores
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> CaseKind:
         return self.spec.kind
 
     @property
@@ -198,9 +206,14 @@ class StartupCase:
                 target.cache.corrupt(target, filename, self.name)
             elif self.spec.explore is not None:  # nothing armed: the launch explores
                 RaceTarget.of(target, filename, None)  # a file the repo lacks: an error now
-                self.explore_request = ExploreRequest(
-                    self.name, target, filename, self.spec.explore
-                )
+                if self.fleets is None:
+                    raise StartupGuardError(
+                        f"startup_case {self.spec.id} explores every access point of a fleet's"
+                        " start-up: ask for the server_fleet fixture and launch it after apply()"
+                    )
+                request = ExploreRequest(self.name, target, filename, self.spec.explore)
+                self.fleets.explore_next_launch(request)
+                self.explore_request = request
             else:  # check() judges hits
                 self.armed = self.races.arm(self.name, target, filename, allow_miss=True)
             self.repo, self.filename = target, filename  # applied: only once it worked
@@ -222,10 +235,9 @@ class StartupCase:
         self.target = self.armed.target.label
 
     @property
-    def exploration(self) -> FleetExploration | None:
+    def exploration(self) -> Exploration | None:
         """What the launch of an ``explore=True`` case explored (None before it, or otherwise)."""
-        request = self.explore_request
-        return request.done[0] if request is not None and request.done else None
+        return self.explore_request.exploration if self.explore_request is not None else None
 
     @property
     def applied(self) -> bool:
@@ -246,11 +258,7 @@ class StartupCase:
             problems = self._stale(fleet)
         else:
             problems = self._corrupt(fleet)
-        verdict = {
-            "transient": "survived",
-            "corrupt": "failed closed",
-            "stale": "recovered or failed closed",
-        }[self.kind]
+        verdict = WORDS[self.kind].done
         undecided = bool(problems) and all(problem.startswith(UNDECIDED) for problem in problems)
         self.judgement = Judgement(
             not problems, "", [_member_facts(s) for s in fleet.servers], undecided
@@ -304,7 +312,8 @@ class StartupCase:
     def _explored(self, fleet: Fleet) -> list[str]:
         """Survived at every access point: each point that did not is a problem."""
         exploration = self.exploration
-        if exploration is None or exploration.clean is not fleet:
+        request = self.explore_request
+        if exploration is None or request is None or request.clean is not fleet:
             raise StartupGuardError(
                 f"startup_case {self.spec.id} explores: check the fleet its server_fleet.launch()"
                 " returned after apply(); that launch explores every access point"

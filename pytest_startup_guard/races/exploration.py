@@ -1,0 +1,222 @@
+"""What an exploration found: the access points of a start-up and how each raced run fared.
+
+One model for both ways to explore: ``hub_race.explore`` (a start-up written as a callable in
+the test process) and ``server_fleet.explore`` (a fleet of real servers). ``AccessPoint`` is a
+process's nth access of the raced repo, ``PointOutcome`` one point's run, ``Exploration`` all of
+them with ``assert_all_survived``. A point is *survived* only when its window opened, the access
+met it, and the start-up came through: a run that never made the access proves nothing, and is
+*not reached*, in both ways.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pytest_startup_guard.checks import whole_number
+from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.races.armed import Hit
+
+Mode = Literal["in-process", "parallel", "sequential"]
+FLEET_MODES: tuple[Mode, ...] = ("parallel", "sequential")
+Outcome = Literal["survived", "failed", "undecided", "not reached"]
+OUTCOMES: tuple[Outcome, ...] = ("survived", "failed", "undecided", "not reached")
+NOT_REACHED = "its run never made this access, so the point proves nothing"
+_COMMIT = re.compile(r"\b[0-9a-f]{40}\b")
+
+
+@dataclass(frozen=True)
+class ExploreSettings:
+    """What the run says about exploring: the one point to explore, and how to replay one.
+
+    ``replay_point`` is the command that replays one point of this test, up to the point's
+    number (``pytest ... --startup-guard-explore-point=``). Outside a pytest run there is no
+    command: a point's replay is then the call with ``points=[N]``.
+    """
+
+    only_point: int | None = None  # --startup-guard-explore-point: explore only this point
+    replay_point: str | None = None
+
+    def replay_of(self, number: int, call: str) -> str:
+        """The command that replays point ``number`` alone (``call`` names the API used)."""
+        if self.replay_point is None:
+            return f"{call}(..., points=[{number}])"
+        return f"{self.replay_point}{number}"
+
+
+@dataclass(frozen=True)
+class AccessPoint:
+    """The nth access of a process of the clean start-up: what it did, and to which file."""
+
+    number: int
+    op: str  # open, os.listdir, os.scandir
+    path: str  # relative to the repo's folder
+    process: str  # who made it in the clean start-up: "server 0", "test process", ...
+
+    @property
+    def short_path(self) -> str:
+        """``path`` with a commit shortened: ``snapshots/5f6c588/config.json``."""
+        return _COMMIT.sub(lambda match: match.group(0)[:7], self.path)
+
+
+@dataclass
+class PointOutcome:
+    """How the start-up fared with the window opening right before one access point."""
+
+    point: AccessPoint
+    outcome: Outcome
+    hit: bool  # the window opened, and the access met it
+    launch: int  # which run of the exploration raced it (1-based)
+    members: tuple[int, ...]  # the fleet members that carried it (() in the test process)
+    failure: str | None  # what failed: a member's status or the exception, and its first line
+    replay: str
+    hits: list[Hit] = field(default_factory=list)  # the accesses that met its window
+
+    def problem(self) -> str:
+        """One line for a point that was not survived: the access, what became of it, why,
+        and the command that replays it (a ``startup_case`` check lists these)."""
+        point = self.point
+        what = f"access point #{point.number} ({point.op} {point.short_path}): {self.outcome}"
+        if self.failure:
+            what += f": {self.failure}"
+        if self.outcome == "not reached":
+            what += f": {NOT_REACHED}"
+        prefix = "UNDECIDED: " if self.outcome == "undecided" else ""
+        return f"{prefix}{what}; replay: {self.replay}"
+
+    def line(self) -> str:
+        point = self.point
+        head = f"  #{point.number:<3} {point.op:<11} {point.short_path:<40} {self.outcome}"
+        return head + (f"  {self.failure}" if self.failure else "")
+
+
+@dataclass
+class Exploration:
+    """Every access point of a start-up, raced one at a time: ``points``, ``mode``."""
+
+    race: str
+    target: str
+    mode: Mode
+    count: int = 1  # fleet members per launch (1 in the test process)
+    points: list[PointOutcome] = field(default_factory=list)
+    launches: int = 0  # start-ups run, the clean one included
+    seconds: float = 0.0
+    found: int = 0  # access points of the clean start-up's busiest process
+
+    def of(self, outcome: Outcome) -> list[PointOutcome]:
+        return [point for point in self.points if point.outcome == outcome]
+
+    @property
+    def failed(self) -> list[PointOutcome]:
+        return self.of("failed")
+
+    @property
+    def survived(self) -> list[PointOutcome]:
+        return self.of("survived")
+
+    @property
+    def undecided(self) -> list[PointOutcome]:
+        return self.of("undecided")
+
+    @property
+    def not_reached(self) -> list[PointOutcome]:
+        return self.of("not reached")
+
+    @property
+    def not_survived(self) -> list[PointOutcome]:
+        """Every point that failed, was undecided or was never reached."""
+        return [point for point in self.points if point.outcome != "survived"]
+
+    def counts(self) -> dict[Outcome, int]:
+        """How many points ended in each outcome, every outcome listed."""
+        return {outcome: len(self.of(outcome)) for outcome in OUTCOMES}
+
+    def summary(self) -> str:
+        if self.mode == "parallel":
+            runs = f"{self.count} member(s) per launch, each on a clone of the cache"
+        elif self.mode == "sequential":
+            runs = f"the fleet of {self.count} on one cache"
+        else:
+            runs = "the start-up in the test process"
+        counts = ", ".join(
+            f"{number} {outcome}" for outcome, number in self.counts().items() if number
+        )
+        unit = "run(s) of the start-up" if self.mode == "in-process" else "launch(es)"
+        return (
+            f"explore {self.race} on {self.target}: {len(self.points)} of {self.found} access"
+            f" points ({counts or 'none'}); {self.mode}: {runs}; {self.launches} {unit}"
+            f" in {self.seconds:.1f} s"
+        )
+
+    def __str__(self) -> str:
+        return "\n".join([self.summary(), *(point.line() for point in self.points)])
+
+    def assert_all_survived(self) -> None:
+        """Every access point was raced and the start-up came through; the message lists
+        every point that failed, was undecided or was never reached, each with its replay."""
+        __tracebackhide__ = True
+        bad = self.not_survived
+        if not bad:
+            return
+        undecided = all(point.outcome == "undecided" for point in bad)
+        header = (
+            "UNDECIDED: the machine was too slow to decide whether the start-up survived at"
+            if undecided
+            else "the start-up did not survive the race at"
+        )
+        lines = [f"{header} {len(bad)} of {len(self.points)} access points", self.summary()]
+        for point in bad:
+            lines.append(point.line())
+            if point.outcome == "not reached":
+                lines.append(f"       {NOT_REACHED}")
+            lines.append(f"       replay: {point.replay}")
+        raise AssertionError("\n".join(lines))
+
+
+def wanted_points(
+    points: Sequence[int] | None, settings: ExploreSettings, where: str
+) -> list[int] | None:
+    """The points asked for (``--startup-guard-explore-point`` first), or None for all."""
+    if settings.only_point is not None:
+        return [settings.only_point]
+    if points is None:
+        return None
+    if isinstance(points, (str, bytes)) or not isinstance(points, Sequence):
+        raise StartupGuardError(
+            f"invalid points={points!r} for {where}: expected a list of access point numbers"
+            " (1 is the first access) or None for every point"
+        )
+    for position, number in enumerate(points):
+        whole_number(f"points[{position}]", number, where, minimum=1, meaning="an access point")
+    return sorted(set(points))
+
+
+def checked_points(wanted: list[int] | None, found: int) -> list[int]:
+    """The points to explore: those asked for, which must exist, or every one of ``found``."""
+    if wanted is None:
+        return list(range(1, found + 1))
+    missing = [number for number in wanted if number > found]
+    if missing:
+        raise StartupGuardError(
+            f"access point {missing[0]} does not exist in this start-up (any more): its busiest"
+            f" process made {found} access(es) of the repo, points 1 to {found};"
+            " explore without points= to see them all"
+        )
+    return wanted
+
+
+__all__ = [
+    "FLEET_MODES",
+    "NOT_REACHED",
+    "OUTCOMES",
+    "AccessPoint",
+    "Exploration",
+    "ExploreSettings",
+    "Mode",
+    "Outcome",
+    "PointOutcome",
+    "checked_points",
+    "wanted_points",
+]
