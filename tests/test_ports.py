@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from pytest_startup_guard.fleet.port_faults import port_taken, same_port
-from pytest_startup_guard.runtime.controller import AccessEvent, RuntimeController, bind_path
+from pytest_startup_guard.runtime.controller import (
+    AccessEvent,
+    RuntimeController,
+    RuntimeListener,
+    bind_path,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT_SERVER = ROOT / "examples" / "servers" / "port_server.py"
@@ -381,12 +386,13 @@ def test_binds_are_reported_only_when_the_controller_asks() -> None:
         assert controller.binds == []
         asked: list[str] = []
 
-        def listener(event: object) -> float | None:
-            asked.append(getattr(event, "path", ""))
-            return 0.01 if len(asked) < 3 else None  # the binder waits twice, then binds
+        class Listener(RuntimeListener):
+            def on_bind(self, event: AccessEvent) -> float | None:
+                asked.append(event.path)
+                return 0.01 if len(asked) < 3 else None  # the binder waits twice, then binds
 
         controller.report_binds()
-        controller.add_bind_listener(listener)
+        controller.subscribe(Listener())
         run_binder(controller)
         assert asked == ["127.0.0.1:0"] * 3  # an internet address only: the Unix bind is not
         [event] = controller.binds  # recorded once, when it may proceed

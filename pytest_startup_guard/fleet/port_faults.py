@@ -34,7 +34,7 @@ from typing import ClassVar, Protocol
 
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet.ports import listening_ports
-from pytest_startup_guard.runtime.controller import AccessEvent, RuntimeController
+from pytest_startup_guard.runtime.controller import AccessEvent, RuntimeController, RuntimeListener
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 
 DEFAULT_HOLD = 1.0
@@ -227,6 +227,16 @@ class Members(Protocol):
         """What became of it, in a few words, for messages."""
 
 
+class _BindListener(RuntimeListener):
+    """What a launch's port faults hear from the child runtime: the members' binds."""
+
+    def __init__(self, faults: PortFaults) -> None:
+        self.faults = faults
+
+    def on_bind(self, event: AccessEvent) -> float | None:
+        return self.faults.on_bind(event)
+
+
 class PortFaults:
     """The port faults of one launch: checked, armed before the members start, given back
     when the fleet stops."""
@@ -243,6 +253,7 @@ class PortFaults:
         self._seen: dict[int, tuple[float, set[int] | None]] = {}
         self._seen_lock = threading.Lock()
         self._closed = threading.Event()
+        self._listener = _BindListener(self)
 
     def __bool__(self) -> bool:
         return bool(self.faults)
@@ -289,7 +300,7 @@ class PortFaults:
             if isinstance(armed.fault, PortTaken):
                 armed.take()
         controller.report_binds()
-        controller.add_bind_listener(self._on_bind)
+        controller.subscribe(self._listener)
 
     def released(self, t: float) -> None:
         """The fleet was released at ``t``: the holds of ``port_taken`` faults count from now."""
@@ -343,11 +354,12 @@ class PortFaults:
         for armed in self.armed:
             self._give_back(armed)
         if self._controller is not None:
-            self._controller.remove_bind_listener(self._on_bind)
+            self._controller.unsubscribe(self._listener)
 
     # -- binds (the controller's thread, its lock held) ---------------------------------
 
-    def _on_bind(self, event: AccessEvent) -> float | None:
+    def on_bind(self, event: AccessEvent) -> float | None:
+        """A member's bind: held while its port is taken, recorded as a fault met."""
         port = event.port
         if not port:
             return None

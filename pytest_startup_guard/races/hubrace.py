@@ -36,7 +36,11 @@ from pytest_startup_guard.races.triggers import (
     on_access,
     placed,
 )
-from pytest_startup_guard.runtime.controller import AccessEvent, RuntimeController
+from pytest_startup_guard.runtime.controller import (
+    AccessEvent,
+    RuntimeController,
+    RuntimeListener,
+)
 from pytest_startup_guard.settings.seeds import seed_for_test
 
 
@@ -61,9 +65,7 @@ class HubRace:
         self._timer: threading.Thread | None = None
         self._wake = threading.Condition(controller.lock)
         self._closed = False
-        controller.add_listener(self._on_access)
-        controller.add_release_listener(self._on_release)
-        controller.add_gone_listener(self._on_gone)
+        controller.subscribe(_RaceEngine(self))
 
     # -- arming ------------------------------------------------------------------------------
 
@@ -295,23 +297,9 @@ class HubRace:
 
     # -- the engine ----------------------------------------------------------------------
 
-    def _on_access(self, event: AccessEvent) -> None:
-        """An access may open, hit or close a window; wake the timer for the new deadline."""
-        for armed in self.armed:
-            if not isinstance(armed.trigger, Chaos):
-                armed.on_access(event)
+    def wake(self) -> None:
+        """Wake the timer: a window opened, or a deadline moved (the controller's lock held)."""
         self._wake.notify_all()
-
-    def _on_release(self, t: float) -> None:
-        """A fleet's release starts the clock of ``after(...)`` triggers."""
-        for armed in self.armed:
-            armed.fleet_released(t)
-        self._wake.notify_all()
-
-    def _on_gone(self, pid: int) -> None:
-        """A process that is gone no longer holds an access-counted window open."""
-        for armed in self.armed:
-            armed.process_gone(pid)
 
     def _ensure_timer(self) -> None:
         """Start the timer that closes windows once, and wake it for a new deadline."""
@@ -406,6 +394,31 @@ class HubRace:
             f"race {armed.describe()} never hit: {why}. A race that never hit proves nothing; if the"
             " code under test may legitimately not read this file, arm it with allow_miss=True."
         )
+
+
+class _RaceEngine(RuntimeListener):
+    """What the armed races of one ``HubRace`` hear from the child runtime."""
+
+    def __init__(self, races: HubRace) -> None:
+        self.races = races
+
+    def on_access(self, event: AccessEvent) -> None:
+        """An access may open, hit or close a window; wake the timer for the new deadline."""
+        for armed in self.races.armed:
+            if not isinstance(armed.trigger, Chaos):
+                armed.on_access(event)
+        self.races.wake()
+
+    def on_release(self, t: float) -> None:
+        """A fleet's release starts the clock of ``after(...)`` triggers."""
+        for armed in self.races.armed:
+            armed.fleet_released(t)
+        self.races.wake()
+
+    def on_gone(self, pid: int) -> None:
+        """A process that is gone no longer holds an access-counted window open."""
+        for armed in self.races.armed:
+            armed.process_gone(pid)
 
 
 def target_of(race: Race, repo: CachedRepo, filename: str, revision: str | None) -> Target:

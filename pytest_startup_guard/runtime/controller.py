@@ -114,9 +114,38 @@ def bind_path(host: str, port: int) -> str:
 
 
 AccessListener = Callable[[AccessEvent], None]
-BindListener = Callable[[AccessEvent], "float | None"]  # seconds the binder should wait, if any
 ReleaseListener = Callable[[float], None]
-GoneListener = Callable[[int], None]
+
+
+class RuntimeListener:
+    """What the test side hears from the child runtime: subclass it, override what you need,
+    and ``RuntimeController.subscribe`` an instance. Every method runs on the controller's
+    thread (``on_release``: the thread that releases a fleet) with the controller's lock held;
+    an exception it raises is kept in ``RuntimeController.errors``, never lost."""
+
+    def on_access(self, event: AccessEvent) -> None:
+        """A watched access, before it proceeds: the process waits until this returns."""
+
+    def on_bind(self, event: AccessEvent) -> float | None:
+        """A bind of an internet address (once ``report_binds`` was called), before it
+        proceeds; a positive number makes the binder wait that many seconds and ask again."""
+        return None
+
+    def on_release(self, t: float) -> None:
+        """A fleet's start barrier was released at ``t`` (monotonic seconds)."""
+
+    def on_gone(self, pid: int) -> None:
+        """A process's connection closed: it exited, or exec'd into another program."""
+
+
+class _AccessCallback(RuntimeListener):
+    """``add_listener(fn)``: a plain callable that hears every access."""
+
+    def __init__(self, callback: AccessListener) -> None:
+        self.callback = callback
+
+    def on_access(self, event: AccessEvent) -> None:
+        self.callback(event)
 
 
 @dataclass
@@ -200,11 +229,8 @@ class RuntimeController:
         self.accesses: list[AccessEvent] = []
         self.binds: list[AccessEvent] = []  # socket.bind events, once report_binds() was called
         self.errors: list[str] = []
-        self._listeners: list[AccessListener] = []
-        self._bind_listeners: list[BindListener] = []
+        self._listeners: list[RuntimeListener] = []
         self._report_binds = False
-        self._release_listeners: list[ReleaseListener] = []
-        self._gone_listeners: list[GoneListener] = []
         self._watched: list[str] = []
         self._groups: dict[str, BarrierGroup] = {}
         self._lock = threading.RLock()
@@ -312,42 +338,32 @@ class RuntimeController:
     def watched(self) -> tuple[str, ...]:
         return tuple(self._watched)
 
-    def add_listener(self, listener: AccessListener) -> None:
-        """``listener(event)`` runs before every watched access is allowed to proceed."""
+    def subscribe(self, listener: RuntimeListener) -> None:
+        """``listener`` hears every event from now on (``RuntimeListener``)."""
         with self._lock:
             self._listeners.append(listener)
 
-    def remove_listener(self, listener: AccessListener) -> None:
+    def unsubscribe(self, listener: RuntimeListener) -> None:
         with self._lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
+
+    def add_listener(self, listener: AccessListener) -> None:
+        """``listener(event)`` runs before every watched access is allowed to proceed."""
+        self.subscribe(_AccessCallback(listener))
+
+    def remove_listener(self, listener: AccessListener) -> None:
+        with self._lock:
+            self._listeners = [
+                known
+                for known in self._listeners
+                if not (isinstance(known, _AccessCallback) and known.callback == listener)
+            ]
 
     def report_binds(self) -> None:
         """Processes that say hello from now on report their binds of internet addresses."""
         with self._lock:
             self._report_binds = True
-
-    def add_bind_listener(self, listener: BindListener) -> None:
-        """``listener(event)`` runs on every reported bind (the controller's lock held) before
-        the bind may proceed; a positive number it returns makes the binder wait that many
-        seconds and report the bind again."""
-        with self._lock:
-            self._bind_listeners.append(listener)
-
-    def remove_bind_listener(self, listener: BindListener) -> None:
-        with self._lock:
-            if listener in self._bind_listeners:
-                self._bind_listeners.remove(listener)
-
-    def add_release_listener(self, listener: ReleaseListener) -> None:
-        """``listener(t)`` runs when a barrier group is released (t: monotonic seconds)."""
-        with self._lock:
-            self._release_listeners.append(listener)
-
-    def add_gone_listener(self, listener: GoneListener) -> None:
-        """``listener(pid)`` runs when a process's connection closes (it exited or exec'd)."""
-        with self._lock:
-            self._gone_listeners.append(listener)
 
     @property
     def lock(self) -> threading.RLock:
@@ -355,17 +371,18 @@ class RuntimeController:
         return self._lock
 
     def _released(self, t: float) -> None:
-        for listener in list(self._release_listeners):
-            self._call(listener, t)
+        for listener in list(self._listeners):
+            try:
+                listener.on_release(t)
+            except Exception as error:
+                self._failed(listener, "a fleet's release", error)
 
-    def _call(self, listener: Callable[[Any], None], argument: Any) -> None:
-        try:
-            listener(argument)
-        except Exception as error:
-            self.errors.append(
-                f"{getattr(listener, '__qualname__', listener)!s} failed:"
-                f" {type(error).__name__}: {error}"
-            )
+    def _failed(self, listener: RuntimeListener, what: str, error: Exception) -> None:
+        """A listener's exception is a test error: kept, and the controller goes on."""
+        self.errors.append(
+            f"listener {type(listener).__qualname__} failed on {what}:"
+            f" {type(error).__name__}: {error}"
+        )
 
     def watch_test_process(self) -> None:
         """Also watch the test process's own accesses (for in-process start-ups)."""
@@ -515,8 +532,11 @@ class RuntimeController:
                 record = self.processes.get(connection.pid)
                 if record is not None and record.gone_t is None:
                     record.gone_t = time.monotonic()
-                for listener in list(self._gone_listeners):
-                    self._call(listener, connection.pid)
+                for listener in list(self._listeners):
+                    try:
+                        listener.on_gone(connection.pid)
+                    except Exception as error:
+                        self._failed(listener, f"the exit of pid {connection.pid}", error)
 
     def _handle(self, connection: _Connection, message: dict[str, Any]) -> None:
         op = message.get("op")
@@ -593,26 +613,20 @@ class RuntimeController:
             self.accesses.append(event)
             for listener in list(self._listeners):
                 try:
-                    listener(event)
+                    listener.on_access(event)
                 except Exception as error:
-                    self.errors.append(
-                        f"listener {getattr(listener, '__qualname__', listener)!s} failed on"
-                        f" {event.op} {event.path}: {type(error).__name__}: {error}"
-                    )
+                    self._failed(listener, f"{event.op} {event.path}", error)
 
     def _dispatch_bind(self, event: AccessEvent) -> float:
         """Ask the bind listeners; the longest wait any of them asked for. A bind that may
         proceed now (no wait) is recorded in ``binds``."""
         wait = 0.0
         with self._lock:
-            for listener in list(self._bind_listeners):
+            for listener in list(self._listeners):
                 try:
-                    asked = listener(event)
+                    asked = listener.on_bind(event)
                 except Exception as error:
-                    self.errors.append(
-                        f"bind listener {getattr(listener, '__qualname__', listener)!s} failed on"
-                        f" {event.path}: {type(error).__name__}: {error}"
-                    )
+                    self._failed(listener, f"the bind of {event.path}", error)
                     continue
                 if asked:
                     wait = max(wait, float(asked))
