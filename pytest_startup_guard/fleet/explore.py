@@ -84,6 +84,18 @@ class _Racing:
         )
 
 
+@dataclass(frozen=True)
+class ExploredFleet:
+    """The fleet an exploration launches, as ``explore`` (or the case's ``launch``) was given it."""
+
+    argv: Sequence[str]
+    count: int
+    ready: ready_module.Probe
+    env: Mapping[str, str] | None = None
+    timeout: float | None = None
+    cwd: str | os.PathLike[str] | None = None
+
+
 class Explorer:
     """One ``explore`` call: its launches, and the outcome of each point."""
 
@@ -93,23 +105,14 @@ class Explorer:
         races: HubRace,
         settings: ExploreSettings,
         folder: Path,
-        argv: Sequence[str],
-        count: int,
-        ready: ready_module.Probe,
-        env: Mapping[str, str] | None,
-        timeout: float | None,
-        cwd: str | os.PathLike[str] | None,
+        fleet: ExploredFleet,
     ) -> None:
         self.launcher = launcher
         self.races = races
         self.settings = settings
         self.folder = folder
-        self.argv = argv
-        self.count = count
-        self.ready = ready
-        self.env = env
-        self.timeout = timeout
-        self.cwd = cwd
+        self.fleet = fleet
+        self.count = fleet.count
         self.clean: Fleet | None = None  # the launch that ran clean (parallel: its member 0)
 
     # -- the two modes ---------------------------------------------------------------------
@@ -284,14 +287,15 @@ class Explorer:
         return slots
 
     def _launch(self, cache: FakeHubCache | None, slots: list[_Slot] | None = None) -> Fleet:
+        fleet = self.fleet
         return self.launcher.launch(
-            self.argv,
+            fleet.argv,
             count=len(slots) if slots else self.count,  # a last parallel launch may need fewer
-            ready=self.ready,
-            env=self.env,
+            ready=fleet.ready,
+            env=fleet.env,
             cache=cache,
-            timeout=self.timeout,
-            cwd=self.cwd,
+            timeout=fleet.timeout,
+            cwd=fleet.cwd,
             member_env=[slot.cache.env for slot in slots] if slots else [],
         )
 
@@ -375,4 +379,4 @@ class Explorer:
         )
 
 
-__all__ = ["Explorer"]
+__all__ = ["ExploredFleet", "Explorer"]

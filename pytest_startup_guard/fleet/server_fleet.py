@@ -16,7 +16,7 @@ from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exploration import ExploreRequest
-from pytest_startup_guard.fleet.explore import Explorer
+from pytest_startup_guard.fleet.explore import ExploredFleet, Explorer
 from pytest_startup_guard.fleet.fleet import Fleet, FleetLauncher
 from pytest_startup_guard.fleet.port_faults import PortFault
 from pytest_startup_guard.fleet.ports import PortLeases
@@ -117,7 +117,7 @@ class ServerFleet:
                     "an explore=True case explores at its first server_fleet.launch(); launch"
                     " once, then startup_case.check(fleet)"
                 )
-            explorer = self._explorer(argv, count, ready, env, timeout, cwd)
+            explorer = self._explorer(ExploredFleet(argv, count, ready, env, timeout, cwd))
             exploration = explorer.run(
                 request.race, request.repo, request.filename, mode=request.mode
             )
@@ -165,7 +165,8 @@ class ServerFleet:
         clean and then once per point, for members that must share it. ``points=[...]`` (or
         ``--startup-guard-explore-point=N``) explores only those."""
         __tracebackhide__ = True
-        exploration = self._explorer(argv, count, ready, env, timeout, cwd).run(
+        explored = ExploredFleet(argv, count, ready, env, timeout, cwd)
+        exploration = self._explorer(explored).run(
             race, repo, filename, points=points, mode=mode, hold=hold, revision=revision
         )
         self.explorations.append(exploration)
@@ -175,15 +176,7 @@ class ServerFleet:
         """Stop every fleet launched (teardown does)."""
         self.launcher.stop_all()
 
-    def _explorer(
-        self,
-        argv: Sequence[str],
-        count: int,
-        ready: ready_module.Probe,
-        env: Mapping[str, str] | None,
-        timeout: float | None,
-        cwd: str | os.PathLike[str] | None,
-    ) -> Explorer:
+    def _explorer(self, fleet: ExploredFleet) -> Explorer:
         if self.hub_race is None:
             raise StartupGuardError("server_fleet.explore() needs the test's hub_race")
         return Explorer(
@@ -191,12 +184,7 @@ class ServerFleet:
             self.hub_race,
             self.explore_settings,
             self.folder / f"explore-{len(self.explorations)}",
-            argv,
-            count,
-            ready,
-            env,
-            timeout,
-            cwd,
+            fleet,
         )
 
 

@@ -1,7 +1,8 @@
 """Verdicts: a transient race must be survived and really hit; a corruption must fail closed.
 
-Owns the ``startup_races`` matrix and ``StartupCase`` (``cases``), the stress rounds of
-``--startup-guard-stress`` (``stress``) and the in-process
+Owns the kinds of case and their verdict words (``kinds``, standard library only: the report
+says verdicts with them), the ``startup_races`` matrix and ``StartupCase`` (``cases``), the
+stress rounds of ``--startup-guard-stress`` (``stress``) and the in-process
 ``assert_survives`` / ``assert_fails_closed`` (``in_process``).
 
 May import: settings, runtime, cache, races, fleet.
