@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -145,7 +145,7 @@ def pytest_collection_modifyitems(
         warnings.warn(pytest.PytestWarning(f"startup-guard: {warning}"), stacklevel=1)
     from pytest_startup_guard.report.reruns import apply_no_rerun_marks
 
-    apply_no_rerun_marks(config, items, bool(get_session(config).value("allow_reruns")))
+    apply_no_rerun_marks(config, items, get_session(config).allow_reruns)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -153,12 +153,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """``--startup-guard-stress=N``: start-up tests run N rounds (verdicts/stress.py); others,
     and every test without the option, run as pytest runs them."""
     session = get_session(item.config)
-    rounds = session.value("stress")
+    rounds = session.stress
     if rounds == 1 or not is_startup_test(item):
         return None
     from pytest_startup_guard.verdicts.stress import run_rounds
 
-    assert isinstance(rounds, int)
     run_rounds(item, nextitem, session, rounds, _undecided)
     return True
 
@@ -366,7 +365,7 @@ def _explore_settings(request: pytest.FixtureRequest) -> ExploreSettings:
     session = get_session(request.config)
     option = options.OPTIONS_BY_NAME["explore_point"].flag
     return ExploreSettings(
-        only_point=cast("int | None", session.value("explore_point")),
+        only_point=session.explore_point,
         replay_point=f"{session.replay(request.node.nodeid)} {option}=",
     )
 
@@ -503,9 +502,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitC
     if run is None:
         return  # an xdist worker: the controller reports
     guard = get_session(session.config)
-    run.strict_failed = fail_on_hidden(
-        session, len(run.hidden()), bool(guard.value("strict_reruns"))
-    )
+    run.strict_failed = fail_on_hidden(session, len(run.hidden()), guard.strict_reruns)
     paths = _report_paths(session.config)
     if paths.report is not None or paths.html is not None:
         write_report(
@@ -526,4 +523,4 @@ def pytest_terminal_summary(
     run = config.stash.get(RUN_REPORT_KEY, None)
     if run is not None:
         guard = get_session(config)
-        write_terminal_summary(terminalreporter, run, guard, bool(guard.value("strict_reruns")))
+        write_terminal_summary(terminalreporter, run, guard, guard.strict_reruns)

@@ -8,10 +8,12 @@ the engine which folder to watch and how to name themselves in messages and the 
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, corruption_target
 
@@ -89,6 +91,11 @@ class PathTarget:
 
 Target = RaceTarget | PathTarget
 
+TargetT = TypeVar("TargetT", bound=Target)
+RaceT = TypeVar("RaceT", bound="Race")
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
+
 
 class Race:
     """Base class of every race. Subclass it, set ``name`` and ``models``, implement ``open``
@@ -98,6 +105,11 @@ class Race:
     A hub race (``on_paths = False``) works on a ``RaceTarget``; a generic race
     (``on_paths = True``) on a ``PathTarget``, and on a hub repo's file as the path its
     snapshot pointer has.
+
+    The methods take a ``Target`` (either kind): whoever holds a race of unknown kind (an armed
+    race, the refresher, exploration) passes the target ``on_paths`` chose. A race that works
+    on one kind says so with ``@Race.takes(RaceTarget)`` (or ``PathTarget``) on each method it
+    implements: the method is written for that kind, and the check of the kind is in one place.
     """
 
     name: ClassVar[str] = ""
@@ -106,26 +118,55 @@ class Race:
     on_paths: ClassVar[bool] = False  # works on any path (PathTarget) rather than a hub file
     stale: ClassVar[bool] = False  # a lock a dead process left: startup_races(stale=[...])
 
-    def watched(self, target: Any) -> tuple[Path, ...]:
+    def watched(self, target: Target, /) -> tuple[Path, ...]:
         """Folders whose accesses count for triggers and may be hits."""
-        folder: Path = target.folder
-        return (folder,)
+        return (target.folder,)
 
-    def is_hit(self, target: Any, path: str) -> bool:
+    def is_hit(self, target: Target, /, path: str) -> bool:
         """Whether an access of ``path`` while the window is open meets the fault."""
         return True
 
-    def check(self, target: Any) -> None:
+    def check(self, target: Target, /) -> None:
         """Refuse, when it is armed, a target this race cannot work on (a clear error)."""
 
-    def open(self, target: Any) -> None:
+    def open(self, target: Target, /) -> None:
         raise NotImplementedError
 
-    def close(self, target: Any) -> None:
+    def close(self, target: Target, /) -> None:
         raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+    @staticmethod
+    def takes(
+        kind: type[TargetT],
+    ) -> Callable[
+        [Callable[Concatenate[RaceT, TargetT, Params], Result]],
+        Callable[Concatenate[RaceT, Target, Params], Result],
+    ]:
+        """Decorate a method written for one kind of target (``RaceTarget`` or ``PathTarget``)
+        so that it takes a ``Target``, as ``Race``'s do: a target of another kind is a
+        ``TypeError`` naming the race, never an ``AttributeError`` deep in its body."""
+
+        def decorate(
+            method: Callable[Concatenate[RaceT, TargetT, Params], Result],
+        ) -> Callable[Concatenate[RaceT, Target, Params], Result]:
+            def of_kind(
+                self: RaceT, target: Target, /, *args: Params.args, **kwargs: Params.kwargs
+            ) -> Result:
+                if not isinstance(target, kind):
+                    raise TypeError(
+                        f"race {self.name or type(self).__name__!r}: {method.__name__}() takes a"
+                        f" {kind.__name__}, not a {type(target).__name__} (a race with"
+                        " on_paths = True works on a PathTarget, any other on a RaceTarget)"
+                    )
+                return method(self, target, *args, **kwargs)
+
+            functools.update_wrapper(of_kind, method)  # its name, docstring and __wrapped__
+            return of_kind
+
+        return decorate
 
 
 class PathRace(Race):

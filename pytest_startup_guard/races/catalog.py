@@ -37,12 +37,14 @@ class PointerSwap(Race):
         " creation outside the blob lock up to 0.31.4)"
     )
 
+    @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:
         try:
             os.remove(target.pointer)
         except OSError:
             pass  # as _create_symlink: errors of the remove are ignored
 
+    @Race.takes(RaceTarget)
     def close(self, target: RaceTarget) -> None:
         if os.path.lexists(target.pointer):
             return
@@ -67,10 +69,12 @@ class RefRewrite(Race):
         " open up to 1.30.0; closed from 1.31.0"
     )
 
+    @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:
         break_hard_link(target.ref)
         target.state["handle"] = open(target.ref, "w")  # noqa: SIM115 - written when it closes
 
+    @Race.takes(RaceTarget)
     def close(self, target: RaceTarget) -> None:
         handle: IO[str] | None = target.state.pop("handle", None)
         if handle is None:
@@ -97,6 +101,7 @@ class BlobRewrite(Race):
             raise ValueError(f"invalid written={written!r}: expected a share from 0 to below 1")
         self.written = written
 
+    @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:
         break_hard_link(target.blob)  # copy on write: never reach a shared copy
         content = target.blob.read_bytes()
@@ -107,6 +112,7 @@ class BlobRewrite(Race):
         handle.flush()
         target.state["handle"], target.state["cut"] = handle, cut
 
+    @Race.takes(RaceTarget)
     def close(self, target: RaceTarget) -> None:
         handle: IO[bytes] | None = target.state.pop("handle", None)
         content: bytes | None = target.state.pop("content", None)
@@ -138,6 +144,7 @@ class DanglingPointer(Race):
         " 0.8.1 to 2.4.0 (snapshots go before blobs)"
     )
 
+    @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:
         if "content" not in target.state:
             target.state["content"] = target.blob.read_bytes()
@@ -146,6 +153,7 @@ class DanglingPointer(Race):
         except FileNotFoundError:
             pass
 
+    @Race.takes(RaceTarget)
     def close(self, target: RaceTarget) -> None:
         content: bytes | None = target.state.pop("content", None)
         if content is None or target.blob.exists():
@@ -169,12 +177,15 @@ class LockHeld(Race):
     )
     in_all = False
 
+    @Race.takes(RaceTarget)
     def watched(self, target: RaceTarget) -> tuple[Path, ...]:
         return (target.repo.path, target.lock.parent)
 
+    @Race.takes(RaceTarget)
     def is_hit(self, target: RaceTarget, path: str) -> bool:
         return os.path.abspath(path) == str(target.lock)
 
+    @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:
         from filelock import FileLock
 
@@ -183,6 +194,7 @@ class LockHeld(Race):
         lock.acquire(timeout=5)
         target.state["lock"] = lock
 
+    @Race.takes(RaceTarget)
     def close(self, target: RaceTarget) -> None:
         lock = target.state.pop("lock", None)
         if lock is not None:

@@ -57,9 +57,11 @@ class FileReplace(PathRace):
         " open(path, 'w')): the file is absent in between"
     )
 
+    @Race.takes(PathTarget)
     def check(self, target: PathTarget) -> None:
         _file_of(target, self.name)
 
+    @Race.takes(PathTarget)
     def open(self, target: PathTarget) -> None:
         path = _file_of(target, self.name)
         if path.is_symlink():
@@ -69,6 +71,7 @@ class FileReplace(PathRace):
             target.state["mode"] = path.stat().st_mode & 0o7777
         os.remove(path)  # the name goes; a hard-linked original keeps its own
 
+    @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
         link: str | None = target.state.pop("link", None)
         content: bytes | None = target.state.pop("content", None)
@@ -102,9 +105,11 @@ class FileRewrite(PathRace):
             raise ValueError(f"invalid written={written!r}: expected a share from 0 to below 1")
         self.written = written
 
+    @Race.takes(PathTarget)
     def check(self, target: PathTarget) -> None:
         _file_of(target, self.name)
 
+    @Race.takes(PathTarget)
     def open(self, target: PathTarget) -> None:
         real = Path(os.path.realpath(_file_of(target, self.name)))
         break_hard_link(real)  # copy on write: never reach a source the file was linked from
@@ -115,6 +120,7 @@ class FileRewrite(PathRace):
         handle.flush()
         target.state.update(real=real, content=content, cut=cut, handle=handle)
 
+    @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
         content: bytes | None = target.state.pop("content", None)
         handle: IO[bytes] | None = target.state.pop("handle", None)
@@ -173,12 +179,15 @@ class FolderMove(PathRace):
             )
         return folder
 
+    @Race.takes(PathTarget)
     def check(self, target: PathTarget) -> None:
         self._folder(target)
 
+    @Race.takes(PathTarget)
     def watched(self, target: PathTarget) -> tuple[Path, ...]:
         return (self._folder_of_state(target).parent,)
 
+    @Race.takes(PathTarget)
     def is_hit(self, target: PathTarget, path: str) -> bool:
         folder = str(self._folder_of_state(target))
         path = os.path.abspath(path)
@@ -188,12 +197,14 @@ class FolderMove(PathRace):
         folder: Path | None = target.state.get("folder")
         return folder if folder is not None else self._folder(target)
 
+    @Race.takes(PathTarget)
     def open(self, target: PathTarget) -> None:
         folder = self._folder(target)
         aside = folder.with_name(f".{folder.name}.moved-{os.urandom(4).hex()}")
         os.rename(folder, aside)
         target.state.update(folder=folder, aside=aside)
 
+    @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
         aside: Path | None = target.state.pop("aside", None)
         if aside is None:

@@ -53,9 +53,11 @@ class StaleLock(PathRace):
     )
     stale = True
 
+    @Race.takes(PathTarget)
     def is_hit(self, target: PathTarget, path: str) -> bool:
         return os.path.abspath(path) == str(target.path)
 
+    @Race.takes(PathTarget)
     def check(self, target: PathTarget) -> None:
         self._free(target)
 
@@ -67,12 +69,14 @@ class StaleLock(PathRace):
             )
         target.path.parent.mkdir(parents=True, exist_ok=True)
 
+    @Race.takes(PathTarget)
     def open(self, target: PathTarget) -> None:
         self._free(target)
         descriptor = os.open(target.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         os.close(descriptor)  # its holder is gone: the kernel closed what it had open
         target.state["placed"] = True
 
+    @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
         if target.state.pop("placed", False):
             try:
@@ -91,6 +95,7 @@ class StaleSoftLock(StaleLock):
         " fcntl or flock is missing): releases with an owner record break it, others wait"
     )
 
+    @Race.takes(PathTarget)
     def open(self, target: PathTarget) -> None:
         self._free(target)
         env = {key: value for key, value in os.environ.items() if key != PLAN_ENV}  # not under test
@@ -111,6 +116,7 @@ class StaleSoftLock(StaleLock):
         target.state["placed"] = True
         target.state["siblings"] = _siblings(target.path)
 
+    @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
         for extra in target.state.pop("siblings", ()):  # files filelock keeps beside the lock
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import pytest
 
@@ -14,9 +15,14 @@ from pytest_startup_guard.settings.seeds import (
     stress_run_seed,
 )
 
+_Value = TypeVar("_Value", int, float, bool, str)
+
 
 @dataclass
 class GuardSession:
+    """The run's resolved settings (``settings``: each one's value and source, for the header
+    and the report; the typed properties below: what the code reads), its seed and target."""
+
     target: str
     target_reason: str
     settings: dict[str, Setting]
@@ -26,13 +32,58 @@ class GuardSession:
     stress_rounds: dict[str, int] = field(default_factory=dict)  # nodeid -> its current round
 
     def value(self, name: str) -> object:
+        """Going away: read the typed property instead (``stress``, ``explore_point``,
+        ``strict_reruns``, ``allow_reruns``, ...); kept until plugin.py has switched."""
         return self.settings[name].value
+
+    def _setting(self, name: str, kind: type[_Value]) -> _Value:
+        value = self.settings[name].value
+        if not isinstance(value, kind):  # options.py's parsers and defaults make it one
+            raise TypeError(f"setting {name!r} is {value!r}, not a {kind.__name__}")
+        return value
+
+    def _optional(self, name: str, kind: type[_Value]) -> _Value | None:
+        return None if self.settings[name].value is None else self._setting(name, kind)
 
     @property
     def readiness_timeout(self) -> float:
-        value = self.settings["timeout"].value
-        assert isinstance(value, float)
-        return value
+        """``timeout``: a server fleet's readiness time-out, in seconds."""
+        return self._setting("timeout", float)
+
+    @property
+    def stress(self) -> int:
+        """``stress``: the rounds each start-up test runs (1: no stress)."""
+        return self._setting("stress", int)
+
+    @property
+    def explore_point(self) -> int | None:
+        """``explore_point``: the only access point to explore (a replay), or None for all."""
+        return self._optional("explore_point", int)
+
+    @property
+    def strict_reruns(self) -> bool:
+        """``strict_reruns``: fail the run when a start-up test passed only on a rerun."""
+        return self._setting("strict_reruns", bool)
+
+    @property
+    def allow_reruns(self) -> bool:
+        """``allow_reruns``: pytest-rerunfailures may rerun start-up tests."""
+        return self._setting("allow_reruns", bool)
+
+    @property
+    def report_path(self) -> str | None:
+        """``report``: where the JSON report goes, as given (not resolved)."""
+        return self._optional("report", str)
+
+    @property
+    def html_path(self) -> str | None:
+        """``html``: where the HTML report goes, as given (not resolved)."""
+        return self._optional("html", str)
+
+    @property
+    def artifacts_dir(self) -> str | None:
+        """``artifacts``: where failed tests' artifacts go, as given (not resolved)."""
+        return self._optional("artifacts", str)
 
     def run_seed_for(self, nodeid: str) -> int:
         """The run seed a test runs under: the run's, or its stress round's."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import pytest
 from _pytest.reports import TestReport
@@ -23,17 +24,20 @@ from _pytest.runner import runtestprotocol
 
 from pytest_startup_guard.settings.session import GuardSession
 
+StressOutcome = Literal["passed", "failed", "skipped", "undecided"]
+"""A round's verdict; ``undecided``: it failed only because the machine was too slow to decide."""
+
 
 @dataclass(frozen=True)
 class Round:
     index: int
     run_seed: int
-    outcome: str  # "passed", "failed", "skipped" or "undecided"
+    outcome: StressOutcome
     first_line: str
     reports: list[TestReport]
 
 
-def _outcome(reports: list[TestReport], undecided: bool) -> tuple[str, str]:
+def _outcome(reports: list[TestReport], undecided: bool) -> tuple[StressOutcome, str]:
     """The round's verdict and the first line of what failed it."""
     for report in reports:
         if report.failed:
@@ -82,7 +86,7 @@ def _log(item: pytest.Item, reports: list[TestReport]) -> None:
 
 def _annotated(reports: list[TestReport], done: list[Round], rounds: int) -> list[TestReport]:
     """The last round's reports, with a section that says every round agreed."""
-    counts: dict[str, int] = {}
+    counts: dict[StressOutcome, int] = {}
     for round_ in done:
         counts[round_.outcome] = counts.get(round_.outcome, 0) + 1
     text = f"{rounds} rounds, no verdict differed: " + ", ".join(
