@@ -347,3 +347,24 @@ def test_every_fault_of_the_shared_faults_example_gives_the_expected_verdict(
         for policy, verdict in policies.items()
     }
     assert observed == wanted, completed.stdout[-3000:]
+
+
+def test_a_race_given_the_other_kind_of_target_names_itself(tmp_path: Path) -> None:
+    """``@Race.takes`` narrows once: a hub race handed a path is a clear TypeError, never an
+    AttributeError in its body; a path race handed a hub file likewise."""
+    from pytest_startup_guard.cache.hubcache import FakeHubCache
+    from pytest_startup_guard.races.base import PathTarget, RaceTarget
+    from pytest_startup_guard.races.catalog import RACES
+
+    path = PathTarget(path=tmp_path / "kernel.json", root=tmp_path, root_name="tmp_path")
+    with pytest.raises(
+        TypeError, match="race 'pointer_swap': open\\(\\) takes a RaceTarget, not a PathTarget"
+    ):
+        RACES["pointer_swap"]().open(path)
+    cache = FakeHubCache(tmp_path / "cache")
+    repo = cache.add_model("acme/tiny", {"config.json": {"model_type": "gpt2"}})
+    with pytest.raises(
+        TypeError, match="race 'file_replace': open\\(\\) takes a PathTarget, not a RaceTarget"
+    ):
+        RACES["file_replace"]().open(RaceTarget.of(repo, "config.json", None))
+    assert json.loads(repo.pointer("config.json").read_text()) == {"model_type": "gpt2"}
