@@ -87,9 +87,7 @@ def seconds(
         or (positive and value == 0)
     ):
         kind = "a positive" if positive else "a non-negative"
-        raise error(
-            f"invalid {name}={value!r} for {where}: expected {kind}, finite number of seconds"
-        )
+        raise error(f"invalid {name}={value!r} for {where}: expected {kind} number of seconds")
     return float(value)
 
 

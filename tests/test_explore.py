@@ -159,8 +159,8 @@ def test_gone(hub_cache, server_fleet, mode):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [
-            "*invalid --startup-guard-explore-point '0' (command line): expected an access point"
-            " number >= 1*"
+            "*invalid --startup-guard-explore-point '0' (command line): expected a whole number"
+            " >= 1 (an access point)*"
         ]
     )
 

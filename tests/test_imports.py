@@ -16,10 +16,10 @@ import pytest
 from pytest_startup_guard import (
     ImportProbeError,
     ImportRaceResult,
-    ImportRun,
     import_race,
     scan_background_imports,
 )
+from pytest_startup_guard.imports.probe import ImportRun
 from pytest_startup_guard.imports.scan import ScanError, main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-# -- the probe against the real transformers (FACTS.md, incident 2) ---------------------------
+# -- the probe against the real transformers (5.24 swaps in a lazy module: the incident) -------
 
 
 @pytest.mark.skipif(not HAS_TRANSFORMERS, reason="needs transformers")
@@ -230,7 +230,7 @@ def test_assert_safe_shows_every_run_and_hides_its_frame() -> None:
         ),
         (
             lambda: import_race("json", repeats=0),
-            "repeats=0 given to import_race: expected 1 or more",
+            "invalid repeats=0 for import_race(): expected a whole number >= 1",
         ),
     ],
 )

@@ -273,4 +273,6 @@ def test_a_bad_stress_value_is_a_clear_error(
         monkeypatch.setenv(where, value)
     result = guard_pytester.runpytest_subprocess(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{where}*{value}*expected a whole number of rounds >= 1*"])
+    result.stderr.fnmatch_lines(
+        [f"*{where}*{value}*expected a whole number >= 1 (the number of rounds)*"]
+    )

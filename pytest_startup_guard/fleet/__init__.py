@@ -4,8 +4,8 @@ Owns ``Fleet``/``Server`` and launching them (``fleet``); ``ServerFleet``, the f
 (``server_fleet``), with exploring every access point of a start-up (``explore``, and what it
 found: ``exploration``); the readiness probes (``ready``); leased loopback ports (``ports``) and
 faults put in their way (``port_faults``); the reaper that outlives a dying pytest
-(``reaper``); the layered pytest-timeout marks (``timeouts``); ending whole process trees
-(``process_tree``); and waking the moment a member exits (``exit_wait``).
+(``reaper``); the layered pytest-timeout marks (``timeouts``); and waking the moment a member
+exits (``exit_wait``). Whole process trees are ended by ``runtime.process_group``.
 
 May import: runtime, cache, races.
 """

@@ -36,12 +36,12 @@ from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exit_wait import ExitWait
 from pytest_startup_guard.fleet.port_faults import ArmedPortFault, PortFault, PortFaults
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
-from pytest_startup_guard.fleet.process_tree import ByPid, Child, Target, end_trees
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
 from pytest_startup_guard.races.armed import Hit
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import BarrierGroup, RuntimeController
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
+from pytest_startup_guard.runtime.process_group import ByPid, Child, Target, end_trees
 
 _PLACEHOLDER = re.compile(r"\{(\w*)\}")
 PLACEHOLDERS = ("port", "index", "count")

@@ -10,11 +10,13 @@ with SIGKILL. ``memory`` (bytes, shared out among them) is kept resident: memory
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+
+from pytest_startup_guard.checks import seconds, whole_number
+from pytest_startup_guard.runtime.process_group import end_group
 
 _SPINNER = """
 import os, sys, time
@@ -47,12 +49,8 @@ def cpu_load(
 ) -> Iterator[list[int]]:
     """Run ``processes`` CPU-bound processes for the block (each ends by itself after ``limit``
     seconds); yields their pids. ``cpus`` pins them to those CPUs."""
-    if not isinstance(processes, int) or isinstance(processes, bool) or processes < 0:
-        raise ValueError(
-            f"invalid processes={processes!r} for cpu_load(): expected a whole number >= 0"
-        )
-    if limit <= 0:
-        raise ValueError(f"invalid limit={limit!r} for cpu_load(): expected seconds > 0")
+    whole_number("processes", processes, "cpu_load()")
+    seconds("limit", limit, "cpu_load()", positive=True)
     pinned = ",".join(str(cpu) for cpu in sorted(cpus)) if cpus else ""
     each = memory // processes if processes else 0
     spinners: list[subprocess.Popen[bytes]] = []
@@ -69,9 +67,6 @@ def cpu_load(
         yield [spinner.pid for spinner in spinners]
     finally:
         for spinner in spinners:
-            try:
-                os.killpg(spinner.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            end_group(spinner)  # SIGKILL, at once: a spinner has nothing to finish
         for spinner in spinners:
             spinner.wait()

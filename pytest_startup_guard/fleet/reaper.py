@@ -6,7 +6,7 @@ reaper is a small process in its own session, started once per pytest process: p
 ``add``/``remove`` lines to its stdin; when that pipe reaches end of file (pytest is gone, by
 whatever means), it terminates every registered process tree that is still alive.
 
-Standard library, psutil and ``process_tree`` only, the last two loaded only to end trees.
+Standard library, psutil and ``runtime.process_group`` only, the last two loaded only to end trees.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     import psutil
 
-    from pytest_startup_guard.fleet.process_tree import ByPid
+    from pytest_startup_guard.runtime.process_group import ByPid
 
 GRACE_SECONDS = 5.0
 
@@ -48,7 +48,7 @@ def terminate_trees(entries: list[_Entry], grace: float = GRACE_SECONDS) -> None
     """SIGTERM every process of the trees (and of their process groups), SIGKILL the rest."""
     # Imported here, like psutil: the reaper starts with every pytest process that launches a
     # fleet, and mostly just reads its stdin; ending trees happens at most once, at its end.
-    from pytest_startup_guard.fleet.process_tree import ByPid, end_trees
+    from pytest_startup_guard.runtime.process_group import ByPid, end_trees
 
     end_trees(
         [ByPid(process) for process in _victims(entries)],

@@ -3,7 +3,7 @@
 A module that replaces ``sys.modules[name]`` at the end of its own import (``transformers``
 installs a lazy module so) breaks a second thread that imports it while the first import is
 still running: that thread waits on the import lock, then receives the stale module object,
-which lacks the lazy attributes (FACTS.md, incident 2). The main thread fails with
+which lacks the lazy attributes (transformers 5.24, CPython 3.11). The main thread fails with
 ``ImportError: cannot import name ...``; a background thread with ``AttributeError``, which
 ``contextlib.suppress(Exception)`` swallows.
 
@@ -30,7 +30,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -38,18 +37,22 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.checks import seconds, whole_number
+from pytest_startup_guard.errors import InvalidArgumentError
+from pytest_startup_guard.runtime.process_group import end_group, session
 from pytest_startup_guard.runtime.protocol import ANCESTRY_ENV, MEMBER_ENV, PLAN_ENV
 
 BACKGROUND_FIRST = "background first"
 MAIN_FIRST = "main first"
 ORDERS = (BACKGROUND_FIRST, MAIN_FIRST)
 
-# Where the delays fall, as fractions of the measured import time. FACTS.md: a second import
-# that starts while the first is running fails every time; five points in both orders catch a
-# lazy sys.modules swap in one call even when the import time measured alone was inflated by a
-# busy machine (the low fractions still land inside the import).
+# Where the delays fall, as fractions of the measured import time. A second import that starts
+# while the first is running fails every time (transformers: 10 of 10, 20-600 ms after the
+# background import started); five points in both orders catch a lazy sys.modules swap in one
+# call even when the import time measured alone was inflated by a busy machine (the low
+# fractions still land inside the import).
 DEFAULT_FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)
 MEASUREMENTS = 2  # measurement runs (in parallel); the fastest one sets the sweep
 DEFAULT_WORKERS = 2  # fresh interpreters at once (at most the machine's cores)
@@ -63,8 +66,11 @@ _PATH_SUFFIX = re.compile(r" \((?:/|[A-Za-z]:\\)[^()]*\)$")  # "(/site-packages/
 _STRIPPED_ENV = (PLAN_ENV, MEMBER_ENV, ANCESTRY_ENV)
 
 
-class ImportProbeError(StartupGuardError, ValueError):
-    """Bad input to the probe: a module that does not import, a missing attribute, a bad path."""
+class ImportProbeError(InvalidArgumentError):
+    """Bad input to the probe: a module that does not import, a missing attribute, a bad path.
+
+    An ``InvalidArgumentError`` (so a ``StartupGuardError`` and a ``ValueError``): the shared
+    checks raise it for the probe's numbers."""
 
 
 # -- running fresh interpreters --------------------------------------------------------------
@@ -88,53 +94,42 @@ class Completed:
         return text[-chars:]
 
 
-class ProcessGroup:
-    """Runs commands each in a new session, kills the whole group on time-out or on close.
+class Interpreters:
+    """The fresh interpreters of one ``import_race`` call: each runs in a session of its own,
+    killed with everything it started on time-out, at its end, or on ``close()``.
 
-    Nothing it started outlives ``close()``: a module under test that starts processes of its
+    Nothing they started outlives ``close()``: a module under test that starts processes of its
     own is killed with its interpreter.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, python: str, env: Mapping[str, str], cwd: str | os.PathLike[str] | None
+    ) -> None:
+        self.python = python
+        self.env = env
+        self.cwd = cwd
         self._lock = threading.Lock()
         self._live: set[subprocess.Popen[str]] = set()
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str],
-        cwd: str | os.PathLike[str] | None,
-        timeout: float,
-    ) -> Completed:
-        """Run ``argv`` to its end, or kill its session after ``timeout`` seconds."""
+    def run(self, script: str, params: Mapping[str, object], timeout: float) -> Completed:
+        """Run ``python -c script params`` to its end, or kill its session after ``timeout``."""
         started = time.perf_counter()
-        process = subprocess.Popen(
-            list(argv),
-            env=dict(env),
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
-        with self._lock:
-            self._live.add(process)
-        try:
-            try:
-                stdout, stderr = process.communicate(timeout=timeout)
-                returncode: int | None = process.returncode
-            except subprocess.TimeoutExpired:
-                kill_group(process)
-                stdout, stderr = process.communicate()
-                returncode = None
-            # Whatever the interpreter started in its session goes with it.
-            kill_group(process, only_descendants=True)
-        finally:
+        argv = [self.python, "-c", script, json.dumps(params)]
+        # Whatever the interpreter started in its session goes with it when the block ends.
+        with session(argv, env=self.env, cwd=self.cwd) as process:
             with self._lock:
-                self._live.discard(process)
+                self._live.add(process)
+            try:
+                try:
+                    stdout, stderr = process.communicate(timeout=timeout)
+                    returncode: int | None = process.returncode
+                except subprocess.TimeoutExpired:
+                    end_group(process)
+                    stdout, stderr = process.communicate()
+                    returncode = None
+            finally:
+                with self._lock:
+                    self._live.discard(process)
         return Completed(returncode, stdout, stderr, time.perf_counter() - started)
 
     def close(self) -> None:
@@ -142,22 +137,7 @@ class ProcessGroup:
         with self._lock:
             live = list(self._live)
         for process in live:
-            kill_group(process)
-
-
-def kill_group(process: subprocess.Popen[str], *, only_descendants: bool = False) -> None:
-    """SIGKILL the session ``process`` leads (it was started with ``start_new_session``)."""
-    if only_descendants and process.poll() is None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if not only_descendants:
-        try:
-            process.kill()
-        except ProcessLookupError:
-            pass
+            end_group(process)
 
 
 def child_env(
@@ -486,30 +466,24 @@ class _Measurement:
 
 
 def _measure(
-    group: ProcessGroup,
-    module: str,
-    attrs: tuple[str, ...],
-    python: str,
-    env: Mapping[str, str],
-    cwd: str | os.PathLike[str] | None,
-    timeout: float,
+    interpreters: Interpreters, module: str, attrs: tuple[str, ...], timeout: float
 ) -> _Measurement:
     """Import the module alone, ``MEASUREMENTS`` times at once; the fastest import time.
 
     Raises ``ImportProbeError`` when it does not import, times out, or lacks one of ``attrs``.
     """
-    params = json.dumps({"module": module, "attrs": list(attrs), "marker": _RESULT_MARKER})
-    argv = [python, "-c", _MEASURE_SCRIPT, params]
+    params = {"module": module, "attrs": list(attrs), "marker": _RESULT_MARKER}
     with ThreadPoolExecutor(MEASUREMENTS) as pool:
         completions = list(
             pool.map(
-                lambda _: group.run(argv, env=env, cwd=cwd, timeout=timeout), range(MEASUREMENTS)
+                lambda _: interpreters.run(_MEASURE_SCRIPT, params, timeout), range(MEASUREMENTS)
             )
         )
+    cwd = os.fspath(interpreters.cwd or os.getcwd())
     reports = []
     for completed in completions:
         report = _parse_marked(completed)
-        where = f"(measurement run: {python} -c ..., cwd {os.fspath(cwd or os.getcwd())})"
+        where = f"(measurement run: {interpreters.python} -c ..., cwd {cwd})"
         if completed.timed_out:
             raise ImportProbeError(
                 f"module {module!r} did not import within {timeout:g} s alone {where};"
@@ -548,18 +522,10 @@ def _spans_overlap(spans: object) -> bool:
 
 
 def _race_once(
-    group: ProcessGroup,
-    python: str,
-    params: dict[str, object],
-    env: Mapping[str, str],
-    cwd: str | os.PathLike[str] | None,
-    timeout: float,
-    repeat: int,
+    interpreters: Interpreters, params: dict[str, object], timeout: float, repeat: int
 ) -> ImportRun:
     """Run the race script once with ``params`` and read what each thread saw."""
-    completed = group.run(
-        [python, "-c", _RACE_SCRIPT, json.dumps(params)], env=env, cwd=cwd, timeout=timeout
-    )
+    completed = interpreters.run(_RACE_SCRIPT, params, timeout)
     report = _parse_marked(completed) or {}
     errors = report.get("errors")
     errors = errors if isinstance(errors, dict) else {}
@@ -621,10 +587,9 @@ def import_race(
     module, names = _validate(module, attrs)
     executable = resolve_python(python, "import_race")
     order_list = _validate_sweep(orders, repeats)
-    environment = child_env(env, pythonpath)
-    group = ProcessGroup()
+    interpreters = Interpreters(executable, child_env(env, pythonpath), cwd)
     try:
-        measurement = _measure(group, module, names, executable, environment, cwd, timeout or 120.0)
+        measurement = _measure(interpreters, module, names, timeout or 120.0)
         result = ImportRaceResult(
             module=module,
             attrs=names,
@@ -636,21 +601,13 @@ def import_race(
         # A module already imported at interpreter start has no import left to race.
         if not measurement.preloaded:
             delay_list = _delays_to_sweep(delays, fractions, measurement.seconds)
-            sweep = _Sweep(
-                group=group,
-                python=executable,
-                module=module,
-                attrs=names,
-                suppress=suppress,
-                env=environment,
-                cwd=cwd,
-                timeout=timeout or _default_run_timeout(measurement.seconds, delay_list),
-            )
+            run_timeout = timeout or _default_run_timeout(measurement.seconds, delay_list)
+            sweep = _Sweep(interpreters, module, names, suppress, run_timeout)
             result.runs = _race_all(sweep, _plan_runs(order_list, delay_list, repeats), workers)
         result.seconds = time.perf_counter() - started
         return result
     finally:
-        group.close()
+        interpreters.close()
 
 
 def _validate_sweep(orders: Iterable[str], repeats: int) -> list[str]:
@@ -662,8 +619,7 @@ def _validate_sweep(orders: Iterable[str], repeats: int) -> list[str]:
                 f"unknown order {order!r} given to import_race; known orders:"
                 f" {', '.join(map(repr, ORDERS))}"
             )
-    if repeats < 1:
-        raise ImportProbeError(f"repeats={repeats!r} given to import_race: expected 1 or more")
+    whole_number("repeats", repeats, "import_race()", minimum=1, error=ImportProbeError)
     return order_list
 
 
@@ -676,10 +632,12 @@ def _delays_to_sweep(
         if delays is not None
         else sweep_delays(import_seconds, fractions)
     )
-    if any(delay < 0 for delay in delay_list) or not delay_list:
+    if not delay_list:
         raise ImportProbeError(
-            f"delays {delay_list!r} given to import_race: expected one or more seconds >= 0"
+            "invalid delays=[] for import_race(): expected one or more delays, in seconds"
         )
+    for position, delay in enumerate(delay_list):
+        seconds(f"delays[{position}]", delay, "import_race()", error=ImportProbeError)
     return delay_list
 
 
@@ -709,13 +667,10 @@ def _plan_runs(orders: Sequence[str], delays: Sequence[float], repeats: int) -> 
 class _Sweep:
     """What every race interpreter of one ``import_race`` call shares."""
 
-    group: ProcessGroup
-    python: str
+    interpreters: Interpreters
     module: str
     attrs: tuple[str, ...]
     suppress: bool
-    env: Mapping[str, str]
-    cwd: str | os.PathLike[str] | None
     timeout: float  # per interpreter; also how long the main thread waits for the background
 
     def run(self, planned: _PlannedRun) -> ImportRun:
@@ -730,7 +685,7 @@ class _Sweep:
             "join_timeout": self.timeout,
             "marker": _RESULT_MARKER,
         }
-        return _race_once(self.group, self.python, params, self.env, self.cwd, self.timeout, repeat)
+        return _race_once(self.interpreters, params, self.timeout, repeat)
 
 
 def _race_all(sweep: _Sweep, plan: Sequence[_PlannedRun], workers: int | None) -> list[ImportRun]:
@@ -752,37 +707,10 @@ class ImportRaceProbe:
         self.pythonpath = [os.fspath(path) for path in pythonpath]
         self.results: list[ImportRaceResult] = []
 
-    def __call__(
-        self,
-        module: str,
-        attrs: str | Iterable[str] = (),
-        python: str | os.PathLike[str] = sys.executable,
-        *,
-        delays: Iterable[float] | None = None,
-        fractions: Iterable[float] = DEFAULT_FRACTIONS,
-        orders: Iterable[str] = ORDERS,
-        repeats: int = 1,
-        suppress: bool = True,
-        workers: int | None = None,
-        timeout: float | None = None,
-        env: Mapping[str, str] | None = None,
-        pythonpath: Iterable[str | os.PathLike[str]] = (),
-        cwd: str | os.PathLike[str] | None = None,
-    ) -> ImportRaceResult:
-        result = import_race(
-            module,
-            attrs,
-            python,
-            delays=delays,
-            fractions=fractions,
-            orders=orders,
-            repeats=repeats,
-            suppress=suppress,
-            workers=workers,
-            timeout=timeout,
-            env=env,
-            pythonpath=[*pythonpath, *self.pythonpath],
-            cwd=cwd,
-        )
+    def __call__(self, module: str, *args: Any, **options: Any) -> ImportRaceResult:
+        """``import_race(module, ...)`` with the test file's folder last on ``pythonpath=``;
+        the arguments are ``import_race``'s."""
+        options["pythonpath"] = [*options.get("pythonpath", ()), *self.pythonpath]
+        result = import_race(module, *args, **options)
         self.results.append(result)
         return result

@@ -1,7 +1,7 @@
 """Start-method and environment-choice checks of a start-up, each in fresh interpreters.
 
-FACTS.md, incident 2: ``multiprocessing.set_start_method(...)`` called where a start method may
-already be set (``RuntimeError: context has already been set``), and an environment variable
+The incident (docs/imports.md): ``multiprocessing.set_start_method(...)`` called where a start
+method may already be set (``RuntimeError: context has already been set``), and an environment variable
 whose documented values (``spawn``, ``fork``) no longer matched the code that read it (which
 still handled ``forkserver``).
 
@@ -36,7 +36,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -54,15 +53,16 @@ from pytest_startup_guard.imports.probe import (
     child_env,
     default_workers,
     format_seconds,
-    kill_group,
     last_error_line,
     resolve_python,
 )
+from pytest_startup_guard.runtime.process_group import session
 
 START_METHODS = ("spawn", "fork", "forkserver")
 ALREADY_SET = "already_set"
 MODES = (*START_METHODS, ALREADY_SET)
 DEFAULT_TIMEOUT = 60.0
+STOP_GRACE = 5.0  # seconds a start-up stopped once ready has between SIGTERM and SIGKILL
 UNLISTED_VALUE = "startup-guard-unlisted-value"
 
 _MODE_ENV = "STARTUP_GUARD_START_MODE"
@@ -238,31 +238,24 @@ def _run_startup(
     record_path = workdir / f"record-{index}.json"
     environment = {**env, _MODE_ENV: mode, _RECORD_ENV: str(record_path)}
     started = time.perf_counter()
-    process = subprocess.Popen(
-        list(argv),
-        env=environment,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-    )
     lines: list[str] = []
     became_ready = threading.Event()
+    # However the block ends, the start-up's session ends with it: SIGTERM while it still runs,
+    # SIGKILL after STOP_GRACE seconds, and for whatever it left behind.
+    with session(
+        argv, env=environment, cwd=cwd, stderr=subprocess.STDOUT, grace=STOP_GRACE
+    ) as process:
 
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if ready is not None and not became_ready.is_set() and ready.search(line):
-                became_ready.set()
+        def read() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.append(line)
+                if ready is not None and not became_ready.is_set() and ready.search(line):
+                    became_ready.set()
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    timed_out = False
-    try:
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        timed_out = False
         deadline = started + timeout
         while process.poll() is None:
             if became_ready.is_set():
@@ -271,13 +264,8 @@ def _run_startup(
                 timed_out = True
                 break
             became_ready.wait(0.02)
-    finally:
         still_running = process.poll() is None
-        if still_running:
-            _stop(process)
-        kill_group(process)
-        process.wait()
-        reader.join(5)
+    reader.join(5)
     returncode = None if still_running else process.returncode
     record: dict[str, object] = {}
     try:
@@ -293,18 +281,6 @@ def _run_startup(
         timed_out=timed_out,
         record=record,
     )
-
-
-def _stop(process: subprocess.Popen[str], grace: float = 5.0) -> None:
-    """SIGTERM the start-up's session, SIGKILL what is left after ``grace`` seconds."""
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        return
-    try:
-        process.wait(grace)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _sitecustomize_dir(workdir: Path) -> Path:

@@ -12,31 +12,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-
-def _whole(name: str, value: object, minimum: int, trigger: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(
-            f"invalid {name}={value!r} for {trigger}: expected a whole number >= {minimum}"
-        )
-    return value
-
-
-def _seconds(name: str, value: object, trigger: str, *, positive: bool = False) -> float:
-    if (
-        not isinstance(value, (int, float))
-        or isinstance(value, bool)
-        or not math.isfinite(value)
-        or value < 0
-        or (positive and value == 0)
-    ):
-        kind = "a positive" if positive else "a non-negative"
-        raise ValueError(
-            f"invalid {name}={value!r} for {trigger}: expected {kind} number of seconds"
-        )
-    return float(value)
+# ``after(seconds, ...)`` has a parameter of that name: the check is ``_seconds`` here.
+from pytest_startup_guard.checks import seconds as _seconds
+from pytest_startup_guard.checks import whole_number
 
 
 @dataclass(frozen=True)
@@ -90,9 +70,9 @@ def on_access(nth: int = 1, hold: float = 0.5, accesses: int | None = None) -> O
     included (any file under the cache root counts, ``HF_HOME/token`` too)."""
     where = "on_access()"
     return OnAccess(
-        nth=_whole("nth", nth, 1, where),
+        nth=whole_number("nth", nth, where, minimum=1),
         hold=_seconds("hold", hold, where),
-        accesses=None if accesses is None else _whole("accesses", accesses, 1, where),
+        accesses=None if accesses is None else whole_number("accesses", accesses, where, minimum=1),
     )
 
 
@@ -108,9 +88,10 @@ def chaos(gap: float = 0.001, hold: float = 0.0, seed: int | None = None) -> Cha
     windows of ``hold`` and gaps of ``gap`` seconds, each jittered by a seeded factor 0.5-1.5
     (``seed`` defaults to the test's seed, so a run seed replays the same refresher)."""
     where = "chaos()"
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-        raise ValueError(f"invalid seed={seed!r} for chaos(): expected a whole number >= 0")
-    return Chaos(_seconds("gap", gap, where, positive=True), _seconds("hold", hold, where), seed)
+    checked_seed = None if seed is None else whole_number("seed", seed, where)
+    return Chaos(
+        _seconds("gap", gap, where, positive=True), _seconds("hold", hold, where), checked_seed
+    )
 
 
 def placed() -> Placed:

@@ -3,7 +3,8 @@
 Owns the ``.pth`` boot hook (``boot``), the child side (``child``: audit hook, start barrier,
 stack dumps, access events), the controller in the test process (``controller``), their wire
 protocol (``protocol``), the flag that hides the plugin's own file operations
-(``observation``) and the ``startup-guard-probe`` console script (``probe``).
+(``observation``), the ``startup-guard-probe`` console script (``probe``) and, on the test side,
+starting a process in a session of its own and ending its whole group (``process_group``).
 
 Children import ``boot``, ``child``, ``observation`` and ``protocol`` at interpreter start, so
 those load built-in modules only; keep this file free of imports.

@@ -1,6 +1,6 @@
 """Every setting of the plugin, defined once, and the one function that resolves precedence.
 
-Precedence (DESIGN.md): command line > environment > per-target ini key
+Precedence (docs/options.md): command line > environment > per-target ini key
 (``startup_guard_X_<target>``) > general ini key (``startup_guard_X``) > default.
 A bad value raises ``pytest.UsageError`` naming the value, where it came from, and what is
 accepted: ``invalid startup_guard_timeout '-1' in pyproject.toml: expected ...``.
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_startup_guard.checks import parse_whole_number
 from pytest_startup_guard.targets.detection import TARGETS
 
 TARGET_CHOICES = ("auto", *TARGETS)
@@ -32,13 +33,8 @@ def parse_target(text: str) -> str:
 
 
 def parse_seed(text: str) -> int:
-    try:
-        value = int(text.strip(), 0)
-    except ValueError:
-        raise ValueError("expected a whole number from 0 to 2**32-1") from None
-    if not 0 <= value < 2**32:
-        raise ValueError("expected a whole number from 0 to 2**32-1")
-    return value
+    """A run seed: 0 to 2**32-1, in decimal or with a prefix (``0x...``)."""
+    return parse_whole_number(text, maximum=2**32 - 1, meaning="a run seed", base=0)
 
 
 def parse_seconds(text: str) -> float:
@@ -52,23 +48,11 @@ def parse_seconds(text: str) -> float:
 
 
 def parse_rounds(text: str) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise ValueError("expected a whole number of rounds >= 1") from None
-    if value < 1:
-        raise ValueError("expected a whole number of rounds >= 1")
-    return value
+    return parse_whole_number(text, minimum=1, meaning="the number of rounds")
 
 
 def parse_point(text: str) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise ValueError("expected an access point number >= 1") from None
-    if value < 1:
-        raise ValueError("expected an access point number >= 1")
-    return value
+    return parse_whole_number(text, minimum=1, meaning="an access point")
 
 
 def parse_bool(text: str) -> bool:
