@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_startup_guard.report import svg
+from pytest_startup_guard.report import timeline as text_timeline
 from pytest_startup_guard.report.html import anchor, page, report_html
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -377,6 +378,52 @@ def test_rows_follow_the_text_timeline_and_every_state_has_its_mark() -> None:
     (hit,) = child.all("g", "sg-hit")
     assert hit.attrs["data-pid"] == "102" and "pid 102" in hit.title()
     assert [t.attrs["data-seconds"] for t in timeline.all("g", "sg-tick")][:1] != []
+
+
+def test_the_text_timeline_draws_the_same_rows_on_the_same_zero() -> None:
+    """Both timelines come from ``rows.timeline_rows``: one zero, one row order; the text one
+    also shows the accesses that hit nothing (``accesses[]``)."""
+    test = {
+        "races": [race("pointer_swap", [(1.1, None)], [(7, 1.2), (102, 1.25)])],
+        "fleets": [{"released": 1.0, "servers": [server(0, 100, "exited", exit=0.5)]}],
+        "processes": [
+            process(100, "server 0", 0.9),
+            process(102, "server 0", 1.05),  # a descendant of server 0
+            process(5, None, 1.0),  # a stray that never touched the cache
+        ],
+        "accesses": [
+            {"pid": 7, "member": "test", "op": "open", "t": 1.05},
+            {"pid": 7, "member": "test", "op": "os.listdir", "t": 1.15},
+            {"pid": 7, "member": "test", "op": "open", "t": 1.2},  # the hit
+            {"pid": 102, "member": "server 0", "op": "open", "t": 1.25},  # the hit
+        ],
+    }
+    text = text_timeline.timeline_of(test)
+    assert text is not None
+    lines = text.splitlines()
+    picture = drawn(test)
+    assert lines[0].startswith("timeline: 0 = release of the fleet; ")
+    (title,) = picture.all("text", "sg-title")
+    assert title.text().startswith("timeline: 0 = release of the fleet; ")
+    assert picture.attrs["data-zero"] == "1"
+    labels = [
+        "".join(c for c in row.all("text", "sg-label")[0].children if isinstance(c, str))
+        for row in picture.all("g", "sg-row")
+    ]
+    assert labels == [
+        "race pointer_swap",
+        "server 0 pid 100",
+        "  child pid 102",
+        "pid 5",
+        "test pid 7",
+    ]
+    assert [line.split("|")[0].rstrip() for line in lines[3:8]] == labels
+    cells = {label: line.split("|", 1)[1] for label, line in zip(labels, lines[3:8], strict=True)}
+    assert cells["race pointer_swap"].rstrip().endswith("#")  # still open: to the last event
+    assert cells["server 0 pid 100"].rstrip().endswith("X")
+    assert cells["test pid 7"].strip().startswith("o") and "l" in cells["test pid 7"]
+    assert cells["test pid 7"].rstrip().endswith("*") and "*" in cells["  child pid 102"]
+    assert len(picture.all("g", "sg-hit")) == 2  # the picture shows the hits only
 
 
 def test_a_window_still_open_runs_to_the_end() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from report_schema import KNOWN_KEYWORDS, schema_keywords, validate
+from report_schema import validate, validator
 
 from pytest_startup_guard.report.artifacts import folder_name
 from pytest_startup_guard.report.run_report import SCHEMA_FILE
@@ -70,15 +70,16 @@ def section(result: pytest.RunResult) -> list[str]:
     return lines[start + 1 : end]
 
 
-def test_the_schema_checker_knows_every_keyword_and_rejects_a_broken_report() -> None:
+def test_the_schema_holds_to_its_draft_and_rejects_a_broken_report() -> None:
     schema = json.loads(SCHEMA_FILE.read_text())
-    assert schema_keywords(schema) <= KNOWN_KEYWORDS
-    assert schema["properties"]["version"] == {"const": 3}
-    broken: dict[str, Any] = {"schema": "pytest-startup-guard-report", "version": 2, "tests": [{}]}
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert type(validator()).__name__ == "Draft202012Validator"  # checked against its metaschema
+    assert schema["properties"]["version"] == {"const": 4}
+    broken: dict[str, Any] = {"schema": "pytest-startup-guard-report", "version": 3, "tests": [{}]}
     errors = validate(broken)
-    assert "$.version: 2 is not 3" in errors
-    assert "$: no 'seed'" in errors
-    assert "$.tests[0]: no 'nodeid'" in errors
+    assert "$.version: 4 was expected" in errors
+    assert "$: 'seed' is a required property" in errors
+    assert "$.tests[0]: 'nodeid' is a required property" in errors
 
 
 # -- the JSON report ---------------------------------------------------------------------------
@@ -299,6 +300,97 @@ def test_failed_race_test_has_a_timeline_and_artifacts(report_pytester: pytest.P
     assert len(snapshot) == 1, "the pointer was swapped out at the failure: only its folder"
     processes = json.loads((folder / "processes.json").read_text())
     assert sorted(p["member"] for p in processes) == ["server 0", "server 1"]
+
+
+REREADS = """
+import http.server, json, os, sys, time
+
+port, marker = int(sys.argv[1]), sys.argv[2]
+folder = os.path.join(os.environ["HF_HUB_CACHE"], "models--acme--tiny")
+
+def config_path():
+    with open(os.path.join(folder, "refs", "main")) as ref:
+        return os.path.join(folder, "snapshots", ref.read(), "config.json")
+
+for attempt in range(40):
+    try:
+        path = config_path()
+        with open(path) as handle:
+            body = handle.read().encode()
+        break
+    except OSError:
+        time.sleep(0.05)
+if not os.path.exists(marker):  # only the first start-up reads its config again
+    open(marker, "w").close()
+    with open(path) as handle:
+        handle.read()
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+EXPLORED = """
+import sys
+from pytest_startup_guard import ready
+from common import CONFIG
+
+def explore(hub_cache, server_fleet, marker):
+    repo = hub_cache.add_model("acme/tiny", CONFIG)
+    return server_fleet.explore(
+        [sys.executable, "rereads.py", "{port}", marker], "pointer_swap", repo, "config.json",
+        ready=ready.http("/"), timeout=20, hold=0.2,
+    )
+
+def test_explored(hub_cache, server_fleet, tmp_path):
+    explore(hub_cache, server_fleet, str(tmp_path / "ran-once"))
+
+def test_explored_and_checked(hub_cache, server_fleet, tmp_path):
+    explore(hub_cache, server_fleet, str(tmp_path / "ran-once")).assert_all_survived()
+"""
+
+EXPLORED_WORDS = (
+    "explored pointer_swap on config.json of acme/tiny@main (parallel):"
+    " 3 points: 2 survived, 1 not reached"
+)
+
+
+def test_an_exploration_reports_every_outcome_of_its_points(
+    report_pytester: pytest.Pytester,
+) -> None:
+    """Only the clean start-up re-reads its config: the third access point is never reached
+    again, which the summary, the JSON report and the HTML report say, not just "0 failed"."""
+    report_pytester.makepyfile(rereads=REREADS, test_explored=EXPLORED)
+    result = report_pytester.runpytest_subprocess(
+        "-p", "startup_guard", "-v", "--startup-guard-report=report.json",
+        "--startup-guard-html=report.html",
+    )  # fmt: skip
+    result.assert_outcomes(passed=1, failed=1)
+    lines = section(result)
+    assert "; 2 explorations: 6 points: 4 survived, 2 not reached" in lines[1], lines[1]
+    assert lines[2].startswith(f"PASSED test_explored.py::test_explored: {EXPLORED_WORDS}; ")
+    failed = lines.index("FAILED test_explored.py::test_explored_and_checked")
+    assert lines[failed + 1] == f"  {EXPLORED_WORDS}"
+    document = json.loads((report_pytester.path / "report.json").read_text())
+    assert validate(document) == []
+    for test in document["tests"]:
+        assert test["explorations"] == [
+            {
+                "race": "pointer_swap", "target": "config.json of acme/tiny@main",
+                "mode": "parallel", "points": 3, "found": 3, "launches": 4, "survived": 2,
+                "failed": 0, "undecided": 0, "not_reached": 1,
+            }
+        ]  # fmt: skip
+    page = (report_pytester.path / "report.html").read_text()
+    assert page.count(f'<p class="sg-exploration">{EXPLORED_WORDS}</p>') == 2
 
 
 # -- reruns ----------------------------------------------------------------------------------

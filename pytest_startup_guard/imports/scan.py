@@ -1,4 +1,4 @@
-"""A static scan for imports that run in background threads (FACTS.md, incident 2).
+"""A static scan for imports that run in background threads (the incident: docs/imports.md).
 
 ``scan_background_imports(path)`` parses every ``.py`` file under ``path`` (a package folder, a
 folder of modules, or one file) with ``ast`` only; nothing is imported or run. It finds the
@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.wording import count
 
 ERROR = "error"
 WARNING = "warning"
@@ -124,8 +125,8 @@ class ScanReport:
 
     def __str__(self) -> str:
         lines = [
-            f"background imports under {self.root}: {_count(len(self.errors), 'error')},"
-            f" {_count(len(self.warnings), 'warning')} in {_count(self.files, 'file')}"
+            f"background imports under {self.root}: {count(len(self.errors), 'error')},"
+            f" {count(len(self.warnings), 'warning')} in {count(self.files, 'file')}"
         ]
         lines += [f"  {item}" for item in self.findings]
         lines += [f"  unresolved thread target: {item}" for item in self.unresolved]
@@ -141,10 +142,6 @@ class ScanReport:
         bad = [item for item in self.findings if SEVERITIES.index(item.severity) >= floor]
         if bad or self.unparsed:
             raise AssertionError(f"imports run in background threads\n{self}")
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 # -- one module ----------------------------------------------------------------------------------

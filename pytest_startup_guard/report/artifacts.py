@@ -54,10 +54,10 @@ def write_failure(
     failure: str,
     replay: str,
     timeline: str | None,
+    facts: dict[str, Any],
 ) -> Path:
-    """Write the folder of a failed attempt, as things are now (at the failure)."""
-    from pytest_startup_guard.report.record import process_facts, race_facts, snapshot
-
+    """Write the folder of a failed attempt, as things are now (at the failure): ``facts`` is
+    the attempt's ``snapshot``, nothing cut."""
     folder = root / folder_name(nodeid, attempt)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "failure.txt").write_text(
@@ -65,13 +65,13 @@ def write_failure(
     )
     if timeline is not None:
         (folder / "timeline.txt").write_text(timeline + "\n")
-    _write_json(folder / "races.json", [race_facts(record, a, None) for a in record.armed()])
+    _write_json(folder / "races.json", facts["races"])
     _write_json(
         folder / "cache-listing.json",
         {str(cache.hub_dir): _listing(cache) for cache in record.all_caches()},
     )
-    _write_json(folder / "processes.json", process_facts(record))
-    _write_json(folder / "test.json", snapshot(record, limit=None))
+    _write_json(folder / "processes.json", facts["processes"])
+    _write_json(folder / "test.json", facts)
     copy_outputs(folder, record)
     return folder
 

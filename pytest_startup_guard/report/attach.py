@@ -9,7 +9,6 @@ and in a pytest-html run the SVG timeline as an extra (``html_extras``).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,11 +92,13 @@ def _on_failure(
     attempt: int,
 ) -> None:
     """Put the timeline in the failure message; write the artifacts of the attempt's first
-    failure."""
+    failure. Both from the attempt's facts as they are now, nothing cut."""
+    from pytest_startup_guard.report.record import snapshot
     from pytest_startup_guard.report.timeline import timeline_of
 
     failure_text = report.longreprtext
-    timeline = timeline_of(record, time.monotonic())
+    facts = snapshot(record, limit=None)
+    timeline = timeline_of(facts)
     if timeline is not None:
         add_to_failure(report, "startup-guard timeline", timeline)
     if artifacts_root is not None and record.artifacts is None:
@@ -113,6 +114,7 @@ def _on_failure(
             failure=failure_text + captured,
             replay=session.replay(item.nodeid),
             timeline=timeline,
+            facts=facts,
         )
         record.artifacts = str(folder)
 

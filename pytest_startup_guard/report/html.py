@@ -10,10 +10,11 @@ network (a system font stack). Its CSS has classes for other views too (a merged
 ``report_html(document)`` renders the whole JSON report of one run (``report-schema.json``):
 the header, the totals, a table of the start-up tests (failed ones first, each linked to its
 section) and a section per test with its SVG timeline (``svg.timeline_svg``), verdict,
-failures, races, corruptions, fleets and servers (the output tail of those not ready) and its
-replay command. ``anchor(nodeid)`` is the ``id`` of a test's section (``report.html#...``).
-The report is the source of truth: this reads its plain dicts, nothing live. Everything from
-the report is escaped.
+failures, races, explorations (every outcome of their points), corruptions, fleets and servers
+(the output tail of those not ready) and its replay command. ``anchor(nodeid)`` is the ``id``
+of a test's section (``report.html#...``). The report is the source of truth: this reads its
+plain dicts, nothing live, and says its facts with ``words``. Everything from the report is
+escaped.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_startup_guard.report.svg import escape, seconds, timeline_svg, zero_of
-from pytest_startup_guard.report.words import ready_words
+from pytest_startup_guard.report import words
+from pytest_startup_guard.report.rows import zero_of
+from pytest_startup_guard.report.svg import escape, timeline_svg
 
 CSS = """
 :root { color-scheme: light; }
@@ -104,11 +106,7 @@ def page(title: str, body_html: str) -> str:
 # -- the report of one run -----------------------------------------------------------------------
 
 FAILED = ("failed", "error")
-EXPECTED = {
-    "survive": ("survived", "did not survive"),
-    "fail closed": ("failed closed", "did not fail closed"),
-    "recover or fail closed": ("recovered or failed closed", "neither recovered nor failed closed"),
-}
+EXPECTED = words.EXPECTED_WORDS
 
 
 def anchor(nodeid: str) -> str:
@@ -178,27 +176,21 @@ def _yes(value: object) -> str:
     return "yes" if value else "no"
 
 
-def _count(number: int, word: str, plural: str | None = None) -> str:
-    return f"{number} {word if number == 1 else (plural or word + 's')}"
-
-
 def _totals_text(totals: Mapping[str, Any], tests: Sequence[Mapping[str, Any]]) -> str:
-    words = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
-    counts = ", ".join(f"{totals[w]} {w}" for w in words if totals.get(w))
+    counts = words.outcome_counts(totals, words.OUTCOMES)
     pieces = [
-        f"{_count(int(totals.get('tests', len(tests))), 'start-up test')}: {counts or 'none'}"
+        f"{words.count(int(totals.get('tests', len(tests))), 'start-up test')}: {counts or 'none'}"
     ]
     races = [race for test in tests for race in test.get("races") or []]
     if races:
-        pieces.append(
-            f"{_count(len(races), 'race')} armed,"
-            f" {_count(sum(r.get('windows_total', 0) for r in races), 'window')},"
-            f" {_count(sum(r.get('hits_total', 0) for r in races), 'hit')}"
-        )
+        pieces.append(words.races_words(races))
+    explorations = [x for test in tests for x in test.get("explorations") or []]
+    if explorations:
+        pieces.append(words.explorations_words(explorations))
     servers = [s for t in tests for f in t.get("fleets") or [] for s in f.get("servers") or []]
     if servers:
         ready = sum(1 for s in servers if s.get("ready"))
-        pieces.append(f"{ready} of {_count(len(servers), 'server')} ready")
+        pieces.append(f"{ready} of {words.count(len(servers), 'server')} ready")
     if totals.get("absorbed_servers"):
         pieces.append(f"{totals['absorbed_servers']} absorbed a race")
     if totals.get("hidden_by_reruns"):
@@ -267,7 +259,7 @@ def _verdict_words(test: Mapping[str, Any]) -> str:
         return f"failed in {phase or '?'}: {_cut(first, 160)}"
     ttr = test.get("time_to_ready")
     if ttr:
-        return f"{ttr.get('ready', 0)} of {_count(int(ttr.get('servers', 0)), 'server')} ready"
+        return f"{ttr.get('ready', 0)} of {words.count(int(ttr.get('servers', 0)), 'server')} ready"
     return str(test.get("outcome", "-"))
 
 
@@ -277,7 +269,7 @@ def _cut(text: str, length: int) -> str:
 
 def _reruns_text(test: Mapping[str, Any]) -> str:
     reruns = int(test.get("reruns") or 0)
-    text = _count(reruns, "rerun") if reruns else "-"
+    text = words.count(reruns, "rerun") if reruns else "-"
     hidden = test.get("hidden_failure")
     if hidden:
         failure = str(hidden.get("failure", "")).strip().splitlines() or [""]
@@ -289,7 +281,7 @@ def _reruns_text(test: Mapping[str, Any]) -> str:
 
 
 def _ready_text(ttr: Mapping[str, Any] | None) -> str:
-    return ready_words(ttr) or "-"
+    return words.ready_words(ttr) or "-"
 
 
 # -- one test ------------------------------------------------------------------------------------
@@ -311,8 +303,8 @@ def _test_section(test: Mapping[str, Any]) -> str:
         f'<h2><span class="sg-badge {kind}">{escape(outcome.upper())}</span>'
         f" <code>{escape(nodeid)}</code></h2>",
         f'<p class="sg-muted">seed <code>{escape(test.get("seed", "?"))}</code>;'
-        f" {escape(_count(int(test.get('reruns') or 0), 'rerun'))};"
-        f" duration {escape(seconds(test.get('duration'), 2))}"
+        f" {escape(words.count(int(test.get('reruns') or 0), 'rerun'))};"
+        f" duration {escape(words.seconds_text(test.get('duration')))}"
         + (f"; worker {escape(test['worker'])}" if test.get("worker") else "")
         + ' <a class="sg-back" href="#top">back to the table</a></p>',
         f"<p><b>verdict:</b> {escape(_verdict_words(test))}</p>",
@@ -364,10 +356,6 @@ def _failures(test: Mapping[str, Any]) -> list[str]:
     return parts
 
 
-def _who(pid: object, member: object) -> str:
-    return f"pid {pid}" + (f" ({member})" if member else "")
-
-
 def _races(test: Mapping[str, Any]) -> list[str]:
     races = list(test.get("races") or [])
     explorations = list(test.get("explorations") or [])
@@ -382,16 +370,20 @@ def _races(test: Mapping[str, Any]) -> list[str]:
     for race in races:
         windows = list(race.get("windows") or [])
         spans = [
-            f"{seconds(w.get('opened', 0) - zero, 2)} to "
-            + (seconds(w["closed"] - zero, 2) if w.get("closed") is not None else "still open")
+            f"{words.seconds_text(w.get('opened', 0) - zero)} to "
+            + (
+                words.seconds_text(w["closed"] - zero)
+                if w.get("closed") is not None
+                else "still open"
+            )
             for w in windows[:5]
         ]
         total = int(race.get("windows_total", len(windows)))
-        text = _count(total, "window") + (": " + "; ".join(spans) if spans else "")
+        text = words.count(total, "window") + (": " + "; ".join(spans) if spans else "")
         if total > len(spans):
             text += f"; {total - len(spans)} more"
         hits = ", ".join(
-            f"{_who(p.get('pid'), p.get('member'))} x{p.get('hits', 0)}"
+            f"{words.who(p.get('pid'), p.get('member'))} x{p.get('hits', 0)}"
             for p in race.get("hits_per_process") or []
         )
         allowed = " (a miss allowed)" if race.get("allow_miss") else ""
@@ -401,17 +393,14 @@ def _races(test: Mapping[str, Any]) -> list[str]:
             f"<td>{escape(race.get('target', ''))}</td>"
             f"<td><code>{escape(race.get('trigger', ''))}</code>{escape(allowed)}</td>"
             f"<td>{escape(text)}</td>"
-            f"<td>{escape(_count(int(race.get('hits_total', 0)), 'hit'))}"
+            f"<td>{escape(words.count(int(race.get('hits_total', 0)), 'hit'))}"
             f"{': ' + escape(hits) if hits else ''}</td></tr>"
         )
     parts.append("</tbody></table>")
-    for exploration in explorations:
-        parts.append(
-            f"<p>explored {escape(exploration.get('race', '?'))} on"
-            f" {escape(exploration.get('target', '?'))}:"
-            f" {escape(exploration.get('failed', 0))} of"
-            f" {escape(_count(int(exploration.get('points', 0)), 'point'))} failed</p>"
-        )
+    parts += [
+        f'<p class="sg-exploration">{escape(words.exploration_words(exploration))}</p>'
+        for exploration in explorations
+    ]
     return parts
 
 
@@ -436,11 +425,13 @@ def _fleets(test: Mapping[str, Any]) -> list[str]:
         servers = list(fleet.get("servers") or [])
         ready = sum(1 for s in servers if s.get("ready"))
         parts.append(
-            f"<h3>Fleet {number}: {ready} of {escape(_count(len(servers), 'server'))} ready</h3>"
+            f"<h3>Fleet {number}: {ready} of"
+            f" {escape(words.count(len(servers), 'server'))} ready</h3>"
         )
         parts.append(
             f"<p><code>{escape(fleet.get('command', ''))}</code><br>"
-            f'<span class="sg-muted">time-out {escape(seconds(fleet.get("timeout"), 1))};'
+            '<span class="sg-muted">time-out'
+            f" {escape(words.seconds_text(fleet.get('timeout'), 1))};"
             " seconds to ready and to exit count from the fleet's release</span></p>"
         )
         parts.append(
@@ -450,12 +441,12 @@ def _fleets(test: Mapping[str, Any]) -> list[str]:
         )
         for server in servers:
             state = str(server.get("state", "?"))
-            exited = seconds(server.get("seconds_to_exit"), 2)
+            exited = words.seconds_text(server.get("seconds_to_exit"))
             if server.get("returncode") is not None:
                 exited += f" ({server['returncode']})"
             hung = server.get("seconds_to_timeout")
             if hung is not None:
-                state += f" at {seconds(hung, 2)}"
+                state += f" at {words.seconds_text(hung)}"
             cell = "sg-passed" if server.get("ready") else "sg-failed"
             absorbed = " (absorbed)" if server.get("absorbed") else ""
             parts.append(
@@ -464,7 +455,8 @@ def _fleets(test: Mapping[str, Any]) -> list[str]:
                 f"<td>{escape(server.get('pid', '?'))}</td>"
                 f"<td>{escape(server.get('port') if server.get('port') is not None else '-')}</td>"
                 f'<td class="{cell}">{escape(state)}</td>'
-                f'<td class="sg-num">{escape(seconds(server.get("seconds_to_ready"), 2))}</td>'
+                '<td class="sg-num">'
+                f"{escape(words.seconds_text(server.get('seconds_to_ready')))}</td>"
                 f'<td class="sg-num">{escape(exited)}</td>'
                 f'<td class="sg-num">{escape(server.get("hits", 0))}{escape(absorbed)}</td>'
                 f"<td>{escape(server.get('reason') or '')}</td></tr>"
@@ -474,7 +466,7 @@ def _fleets(test: Mapping[str, Any]) -> list[str]:
             parts.append(
                 f"<p>port fault <code>{escape(fault.get('fault', '?'))}</code> on port"
                 f" {escape(fault.get('port', '?'))}: {'met' if fault.get('met') else 'not met'},"
-                f" {escape(_count(int(fault.get('hits_total', 0)), 'hit'))}</p>"
+                f" {escape(words.count(int(fault.get('hits_total', 0)), 'hit'))}</p>"
             )
         for server in servers:
             tail = server.get("output_tail")

@@ -25,7 +25,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from pytest_startup_guard.report.words import VERDICT_WORDS, ready_words, verdict_words
+from pytest_startup_guard.report.words import (
+    OUTCOMES,
+    VERDICT_WORDS,
+    count,
+    outcome_counts,
+    ready_words,
+    verdict_words,
+)
 
 # The report's own description; shipped in the package, next to the report modules' parent.
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "report-schema.json"
@@ -290,12 +297,9 @@ def totals_line(report: Report) -> str:
     """A target's totals: ``5 start-up tests: 3 passed, 2 failed; 1 passed only on a rerun;
     exit status 1 (report-cpu.json, seed 7)``."""
     totals = report.document.get("totals") or {}
-    outcomes = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
-    counts = ", ".join(f"{totals[word]} {word}" for word in outcomes if totals.get(word))
-    tests = int(totals.get("tests", len(report.tests)))
-    pieces = [
-        f"{tests} start-up test{'' if tests == 1 else 's'}" + (f": {counts}" if counts else "")
-    ]
+    counts = outcome_counts(totals, OUTCOMES)
+    tests = count(int(totals.get("tests", len(report.tests))), "start-up test")
+    pieces = [tests + (f": {counts}" if counts else "")]
     hidden = int(totals.get("hidden_by_reruns") or 0)
     if hidden:
         pieces.append(f"{hidden} passed only on a rerun")

@@ -20,12 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_startup_guard.verdicts.kinds import WORDS
+
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
     from pytest_startup_guard.fleet.fleet import Fleet, Server
     from pytest_startup_guard.fleet.port_faults import ArmedPortFault
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
     from pytest_startup_guard.races.armed import ArmedRace
+    from pytest_startup_guard.races.exploration import Exploration
     from pytest_startup_guard.races.hubrace import HubRace
     from pytest_startup_guard.runtime.controller import (
         AccessEvent,
@@ -300,11 +303,7 @@ def verdict_facts(case: StartupCase | None) -> dict[str, Any] | None:
         "checked": judgement is not None,
         "passed": None if judgement is None else judgement.passed,
         "undecided": judgement is not None and judgement.undecided,
-        "expected": {
-            "transient": "survive",
-            "corrupt": "fail closed",
-            "stale": "recover or fail closed",
-        }[case.kind],
+        "expected": WORDS[case.kind].expected,
         "message": "" if judgement is None else judgement.message,
     }
 
@@ -324,25 +323,51 @@ def process_facts(record: StartupRecord) -> list[dict[str, Any]]:
     ]
 
 
+def access_facts(record: StartupRecord, accesses: list[AccessEvent]) -> list[dict[str, Any]]:
+    """Each access of a watched folder (the cache): who, which operation, when. The timelines
+    draw them; a race's ``hits`` say which of them met its window, and which file."""
+    names = member_names(record)
+    return [
+        {
+            "pid": access.pid,
+            "member": names.get(access.member or "", access.member),
+            "op": access.op,
+            "t": record.since(access.t),
+        }
+        for access in accesses
+    ]
+
+
+def exploration_facts(exploration: Exploration) -> dict[str, Any]:
+    """An exploration and how many of its points ended in each outcome."""
+    return {
+        "race": exploration.race,
+        "target": exploration.target,
+        "mode": exploration.mode,
+        "points": len(exploration.points),
+        "found": exploration.found,
+        "launches": exploration.launches,
+        "survived": len(exploration.of("survived")),
+        "failed": len(exploration.of("failed")),
+        "undecided": len(exploration.of("undecided")),
+        "not_reached": len(exploration.of("not reached")),
+    }
+
+
 def snapshot(record: StartupRecord, *, limit: int | None = MAX_LISTED) -> dict[str, Any]:
     """Plain JSON values describing the attempt so far (see the README's report schema)."""
     fleets = [fleet_facts(record, fleet) for fleet in record.fleet_list()]
     races = [race_facts(record, armed, limit) for armed in record.armed()]
     servers = [server for fleet in fleets for server in fleet["servers"]]
-    explorations: list[Any] = list(record.races.explorations) if record.races is not None else []
+    accesses = record.accesses()
+    explorations: list[Exploration] = []
+    if record.races is not None:
+        explorations += record.races.explorations
     if record.fleets is not None:  # server_fleet.explore, after hub_race.explore's
         explorations += record.fleets.explorations
     return {
         "races": races,
-        "explorations": [
-            {
-                "race": exploration.race,
-                "target": exploration.target,
-                "points": len(exploration.points),
-                "failed": len(exploration.failed),
-            }
-            for exploration in explorations
-        ],
+        "explorations": [exploration_facts(exploration) for exploration in explorations],
         "corruptions": [
             {
                 "kind": corruption.kind,
@@ -361,5 +386,7 @@ def snapshot(record: StartupRecord, *, limit: int | None = MAX_LISTED) -> dict[s
             "hits": sum(server["hits"] for server in servers if server["absorbed"]),
         },
         "processes": _limited(process_facts(record), limit),
+        "accesses_total": len(accesses),
+        "accesses": access_facts(record, _limited(accesses, limit)),
         "verdict": verdict_facts(record.case),
     }

@@ -20,17 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_startup_guard.report.words import OUTCOMES
+
 if TYPE_CHECKING:
     from pytest_startup_guard.settings.session import GuardSession
 
 SCHEMA = "pytest-startup-guard-report"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 REPORT_ATTR = "startup_guard"  # the attribute carrying a test's part on its reports
 # At the package root, where users load it: importlib.resources.files("pytest_startup_guard").
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "report-schema.json"
 
 VERSIONED = ("pytest-rerunfailures", "pytest-xdist", "huggingface_hub", "transformers")
-OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
 @dataclass(frozen=True)
@@ -61,18 +62,17 @@ def configure(config: pytest.Config, session: GuardSession) -> None:
     """Resolve the report and artifacts paths; where reports are logged (not on an xdist
     worker), start gathering the tests' parts."""
 
-    def resolved(name: str) -> str | None:
-        value = session.value(name)
-        return (
-            None if value is None else str(resolve_path(str(value), config.invocation_params.dir))
-        )
+    def resolved(value: str | None) -> str | None:
+        return None if value is None else str(resolve_path(value, config.invocation_params.dir))
 
     worker_input = getattr(config, "workerinput", None)
     if worker_input is not None and "startup_guard_artifacts" in worker_input:
         artifacts = worker_input["startup_guard_artifacts"]  # the controller's, resolved there
     else:
-        artifacts = resolved("artifacts")
-    config.stash[REPORT_PATHS_KEY] = ReportPaths(resolved("report"), artifacts, resolved("html"))
+        artifacts = resolved(session.artifacts_dir)
+    config.stash[REPORT_PATHS_KEY] = ReportPaths(
+        resolved(session.report_path), artifacts, resolved(session.html_path)
+    )
     if worker_input is None:
         run = config.stash[RUN_REPORT_KEY] = RunReport()
         config.pluginmanager.register(_ReportCollector(run), "startup-guard-report")
@@ -230,8 +230,8 @@ class RunReport:
             "versions": versions(),
             "workers": len(workers),
             "exit_status": int(exit_status),
-            "strict_reruns": bool(session.settings["strict_reruns"].value),
-            "allow_reruns": bool(session.settings["allow_reruns"].value),
+            "strict_reruns": session.strict_reruns,
+            "allow_reruns": session.allow_reruns,
             "totals": self._totals(tests),
             "tests": tests,
         }
@@ -310,6 +310,8 @@ def _facts_document(facts: dict[str, Any]) -> dict[str, Any]:
         "time_to_ready": facts.get("time_to_ready"),
         "absorbed": facts.get("absorbed", {"servers": 0, "hits": 0}),
         "processes": facts.get("processes", []),
+        "accesses_total": facts.get("accesses_total", 0),
+        "accesses": facts.get("accesses", []),
     }
 
 

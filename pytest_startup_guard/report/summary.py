@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pytest_startup_guard.report.run_report import OUTCOMES
-from pytest_startup_guard.report.words import VERDICT_WORDS, ready_words
+from pytest_startup_guard.report import words
 
 if TYPE_CHECKING:
     import pytest
@@ -70,45 +69,51 @@ def summary_lines(
 
 
 def total_line(entries: list[ReportedTest]) -> str:
-    """The run in one line: outcomes, races and their hits, readiness, absorbed, reruns."""
+    """The run in one line: outcomes, races and their hits, explorations and their points'
+    outcomes, readiness, absorbed, reruns."""
     import statistics
 
     outcomes = [entry.outcome for entry in entries]
-    counts = ", ".join(f"{outcomes.count(word)} {word}" for word in OUTCOMES if word in outcomes)
+    tally = {word: outcomes.count(word) for word in words.OUTCOMES}
+    counts = words.outcome_counts(tally, words.OUTCOMES)
     races = [race for e in entries for race in e.facts.get("races", [])]
+    explorations = [x for e in entries for x in e.facts.get("explorations", [])]
     servers = [s for e in entries for f in e.facts.get("fleets", []) for s in f["servers"]]
     ready = [s["seconds_to_ready"] for s in servers if s["seconds_to_ready"] is not None]
-    pieces = [f"{_count(len(entries), 'start-up test')}: {counts}"]
+    pieces = [f"{words.count(len(entries), 'start-up test')}: {counts}"]
     if races:
-        pieces.append(
-            f"{_count(len(races), 'race')} armed,"
-            f" {_count(sum(r['windows_total'] for r in races), 'window')},"
-            f" {_count(sum(r['hits_total'] for r in races), 'hit')}"
-        )
+        pieces.append(words.races_words(races))
+    if explorations:
+        pieces.append(words.explorations_words(explorations))
     if servers:
-        text = f"{len(ready)} of {_count(len(servers), 'server')} ready"
+        text = f"{len(ready)} of {words.count(len(servers), 'server')} ready"
         if ready:
-            text += f" (median {_seconds(statistics.median(ready))}, worst {_seconds(max(ready))})"
+            median = words.seconds_text(statistics.median(ready))
+            text += f" (median {median}, worst {words.seconds_text(max(ready))})"
         pieces.append(text)
     absorbed = sum(1 for s in servers if s["absorbed"])
     if absorbed:
         pieces.append(f"{absorbed} absorbed a race")
     reruns = sum(e.reruns for e in entries)
     if reruns:
-        pieces.append(_count(reruns, "rerun"))
+        pieces.append(words.count(reruns, "rerun"))
     return "; ".join(pieces)
 
 
 def one_line(entry: ReportedTest) -> str:
-    """One line per test (``-v``): outcome, races, readiness, absorbed, verdict."""
+    """One line per test (``-v``): outcome, races, explorations, readiness, absorbed, verdict."""
     facts = entry.facts
-    pieces = [_races_text(facts.get("races", [])), _ready_text(facts.get("time_to_ready"))]
+    pieces = [_races_text(facts.get("races", []))]
+    pieces += [
+        words.exploration_words(exploration) for exploration in facts.get("explorations", [])
+    ]
+    pieces.append(_ready_text(facts.get("time_to_ready")))
     absorbed = facts.get("absorbed", {}).get("servers", 0)
     if absorbed:
         pieces.append(f"{absorbed} absorbed a race")
     pieces.append(_verdict_text(facts.get("verdict")))
     if entry.reruns:
-        pieces.append(_count(entry.reruns, "rerun"))
+        pieces.append(words.count(entry.reruns, "rerun"))
     details = "; ".join(piece for piece in pieces if piece)
     return f"{entry.outcome.upper()} {entry.nodeid}" + (f": {details}" if details else "")
 
@@ -120,6 +125,7 @@ def failure_lines(entry: ReportedTest, session: GuardSession) -> list[str]:
     final = entry.final
     lines = [f"{final.outcome.upper()} {entry.nodeid}"]
     lines.extend(_race_line(race) for race in facts.get("races", []))
+    lines.extend(f"  {words.exploration_words(x)}" for x in facts.get("explorations", []))
     lines.extend(
         f"  corruption {corruption['kind']} of {corruption['filename']} of"
         f" {corruption['repo']}@{corruption['revision']}"
@@ -141,12 +147,11 @@ def failure_lines(entry: ReportedTest, session: GuardSession) -> list[str]:
 def _race_line(race: dict[str, Any]) -> str:
     """A race of a failed test: where, with which trigger, and which process hit it how often."""
     hits = ", ".join(
-        f"pid {p['pid']}" + (f" ({p['member']})" if p["member"] else "") + f" x{p['hits']}"
-        for p in race["hits_per_process"]
+        f"{words.who(p['pid'], p['member'])} x{p['hits']}" for p in race["hits_per_process"]
     )
     return (
         f"  race {race['name']} on {race['target']}"
-        f" with {race['trigger']}: {_count(race['windows_total'], 'window')};"
+        f" with {race['trigger']}: {words.count(race['windows_total'], 'window')};"
         f" hits: {hits or 'none'}"
     )
 
@@ -157,9 +162,8 @@ def _fleet_line(number: int, fleet: dict[str, Any]) -> str:
     ready = [s["seconds_to_ready"] for s in servers if s["seconds_to_ready"] is not None]
     head = f"  fleet {number + 1}: {len(ready)} of {len(servers)} ready"
     if ready:
-        head += (
-            f" (median {_seconds(sorted(ready)[len(ready) // 2])}, worst {_seconds(max(ready))})"
-        )
+        median = words.seconds_text(sorted(ready)[len(ready) // 2])
+        head += f" (median {median}, worst {words.seconds_text(max(ready))})"
     troubles = [f"server {s['index']} {_server_state(s)}" for s in servers if not s["ready"]]
     return head + (": " + "; ".join(troubles) if troubles else "")
 
@@ -168,9 +172,8 @@ def _server_state(server: dict[str, Any]) -> str:
     """What a server that never became ready did instead."""
     state = server["state"]
     if state == "exited":
-        return (
-            f"exited with code {server['returncode']} after {_seconds(server['seconds_to_exit'])}"
-        )
+        after = words.seconds_text(server["seconds_to_exit"])
+        return f"exited with code {server['returncode']} after {after}"
     if state == "hung":
         return "hung (not ready at the time-out)"
     if state == "undecided":
@@ -202,7 +205,7 @@ def _strict_reruns_line(hidden: int, *, fails: bool) -> Line:
     """Whether the hidden failures fail the run, or how to make them fail it."""
     if fails:
         return (
-            f"the run fails: {_count(hidden, 'start-up test')} passed only on a"
+            f"the run fails: {words.count(hidden, 'start-up test')} passed only on a"
             " rerun (--startup-guard-strict-reruns)",
             "red",
         )
@@ -215,15 +218,16 @@ def _races_text(races: list[dict[str, Any]]) -> str:
     for race in races:
         processes = len(race["hits_per_process"])
         parts.append(
-            f"{race['name']} ({_count(race['windows_total'], 'window')},"
-            f" {_count(race['hits_total'], 'hit')} in {_count(processes, 'process', 'processes')})"
+            f"{race['name']} ({words.count(race['windows_total'], 'window')},"
+            f" {words.count(race['hits_total'], 'hit')} in"
+            f" {words.count(processes, 'process', 'processes')})"
         )
     return ", ".join(parts)
 
 
 def _ready_text(ttr: dict[str, Any] | None) -> str:
     """How many servers became ready, and how fast; "" for a test without a fleet."""
-    return ready_words(ttr)
+    return words.ready_words(ttr)
 
 
 def _verdict_text(verdict: dict[str, Any] | None) -> str:
@@ -232,15 +236,5 @@ def _verdict_text(verdict: dict[str, Any] | None) -> str:
         return ""
     if not verdict["checked"]:
         return f"{verdict['case']}: never checked"
-    done, missed = VERDICT_WORDS[verdict["kind"]]
+    done, missed = words.VERDICT_WORDS[verdict["kind"]]
     return f"{verdict['case']}: {done if verdict['passed'] else missed}"
-
-
-def _count(number: int, word: str, plural: str | None = None) -> str:
-    """``1 window``, ``2 windows``."""
-    return f"{number} {word if number == 1 else (plural or word + 's')}"
-
-
-def _seconds(value: object) -> str:
-    """``1.23 s``, or ``-`` where there is no number."""
-    return f"{value:.2f} s" if isinstance(value, (int, float)) else "-"

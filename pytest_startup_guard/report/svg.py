@@ -3,11 +3,13 @@
 ``timeline_svg(test)`` takes one entry of the report's ``tests[]`` (or the same facts as
 attached to a test's report: ``races``, ``fleets``, ``processes``) and returns an inline
 ``<svg>``, or None when there is nothing to draw (no race and no fleet). It is the picture of
-the text timeline (``timeline.py``): one row per race (its windows as bands) and one per process
-(each fleet server, its Python descendants, then the other processes: the test process when it
-has hits, strays), time left to right, 0 at the release of the (first) fleet. Hover text comes
-from SVG ``<title>`` elements; there is no script. Colours are presentation attributes, so the
-picture reads the same inside any page, and every mark also has its own shape and letter.
+the text timeline (``timeline.py``): both draw the rows, the time zero and the extent of
+``rows.timeline_rows``: one row per race (its windows as bands) and one per process (each fleet
+server, its Python descendants, then the other processes: the test process, strays), time left
+to right, 0 at the release of the first fleet released. Of a process's accesses, the picture
+shows the hits. Hover text comes from SVG ``<title>`` elements; there is no script. Colours are
+presentation attributes, so the picture reads the same inside any page, and every mark also has
+its own shape and letter.
 
 Rows and marks drawn are capped (``MAX_RACE_ROWS``, ``MAX_PROCESS_ROWS``, ``MAX_WINDOWS``,
 ``MAX_HITS``): a line of the SVG says how many more were not drawn.
@@ -44,8 +46,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_RACE_ROWS = 8
-MAX_PROCESS_ROWS = 30
+from pytest_startup_guard.report.rows import (
+    MAX_PROCESS_ROWS,
+    MAX_RACE_ROWS,
+    ProcessRow,
+    RaceRow,
+    Timeline,
+    timeline_rows,
+)
+from pytest_startup_guard.report.words import count, seconds_text, who
+
+__all__ = ["MAX_PROCESS_ROWS", "MAX_RACE_ROWS", "escape", "timeline_svg"]
+
 MAX_WINDOWS = 500
 MAX_HITS = 500
 MERGE_PX = 3.0  # windows or hits of one row closer than this on the picture are drawn as one
@@ -105,41 +117,6 @@ def _picture(match: re.Match[str]) -> str:
     return chr(0x2421 if code == 0x7F else 0x2400 + code)
 
 
-def seconds(value: object, digits: int = 3) -> str:
-    """``0.214 s``, or ``-`` where there is no number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "-"
-    text = f"{value:.{digits}f}"
-    if text.lstrip("-").strip("0.") == "":
-        text = text.lstrip("-")  # no "-0.000 s"
-    return f"{text} s"
-
-
-def zero_of(test: Mapping[str, Any]) -> tuple[float, str]:
-    """The time labelled 0 (the report's seconds) and what happened then: the release of the
-    first fleet that was released, else the set-up of the test's start-up fixtures."""
-    fleets = list(test.get("fleets") or [])
-    for number, fleet in enumerate(fleets, 1):
-        released = fleet.get("released")
-        if _is_number(released):
-            what = "release of the fleet" if len(fleets) == 1 else f"release of fleet {number}"
-            return float(released), what
-    return 0.0, "set-up of the test's start-up fixtures"
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _number(value: object) -> float | None:
-    """``value`` as seconds, or None where the report has no number."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _pid(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 # -- the rows ------------------------------------------------------------------------------------
 
 
@@ -187,242 +164,124 @@ class _Timeline:
     what: str
 
 
-def _member_names(fleets: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """Each server's member name as the report writes it: ``server 0``, ``fleet 2 server 0``."""
-    return [
-        [
-            (f"fleet {number} " if len(fleets) > 1 else "") + f"server {server.get('index', i)}"
-            for i, server in enumerate(fleet.get("servers") or [])
-        ]
-        for number, fleet in enumerate(fleets, 1)
+def _build(timeline: Timeline) -> _Timeline:
+    """The picture's rows: those of ``timeline``, with their hover texts; the windows and hits
+    past ``MAX_WINDOWS`` and ``MAX_HITS`` left out, and said so."""
+    zero = timeline.zero
+    rows = [
+        _server_row(row, zero) if row.kind == "server" else _process_row(row, zero)
+        for row in timeline.rows
     ]
-
-
-def _who(pid: object, member: object) -> str:
-    return f"pid {pid}" + (f" ({member})" if member else "")
-
-
-def _build(test: Mapping[str, Any]) -> _Timeline:
-    races = list(test.get("races") or [])
-    fleets = list(test.get("fleets") or [])
-    processes = [p for p in test.get("processes") or [] if _is_number(p.get("pid"))]
-    zero, what = zero_of(test)
-    names = _member_names(fleets)
-    hello = {p["pid"]: p.get("hello") for p in processes if _is_number(p.get("hello"))}
-    gone = {p["pid"]: p.get("gone") for p in processes if _is_number(p.get("gone"))}
-
-    # The extent: every event the picture shows; an open window or a running process ends at
-    # the last of them (a process gone at the teardown, long after, would squeeze the rest).
-    times: list[float] = [zero]
-    for race in races:
-        times += [h["t"] for h in race.get("hits") or [] if _is_number(h.get("t"))]
-        for window in race.get("windows") or []:
-            times += [window[k] for k in ("opened", "closed") if _is_number(window.get(k))]
-    releases: list[tuple[int, float, str]] = []
-    for number, fleet in enumerate(fleets, 1):
-        released = fleet.get("released")
-        if not _is_number(released):
-            continue
-        count = len(fleet.get("servers") or [])
-        releases.append(
-            (
-                number,
-                released,
-                f"release of fleet {number} ({count} servers) at {seconds(released - zero)}",
-            )
-        )
-        times.append(released)
-        for server in fleet.get("servers") or []:
-            times += [
-                released + server[k]
-                for k in ("seconds_to_ready", "seconds_to_exit", "seconds_to_timeout")
-                if _is_number(server.get(k))
-            ]
-    times += list(hello.values())
-    last = max(times)
-
-    # Process rows, in the text timeline's order: each server and its children, then the rest.
-    rows: list[_Row] = []
-    shown: set[int] = set()
-    for number, fleet in enumerate(fleets, 1):
-        released = fleet.get("released") if _is_number(fleet.get("released")) else None
-        for i, server in enumerate(fleet.get("servers") or []):
-            name = names[number - 1][i]
-            rows.append(_server_row(name, server, released, hello, gone, last, zero))
-            if _is_number(server.get("pid")):
-                shown.add(server["pid"])
-            for process in processes:
-                if process.get("member") == name and process["pid"] not in shown:
-                    rows.append(_process_row("child", f"{name} child", process, gone, last, zero))
-                    shown.add(process["pid"])
-    hit_members: dict[int, Any] = {}
-    for race in races:
-        for hit in race.get("hits") or []:
-            if _is_number(hit.get("pid")):
-                hit_members.setdefault(hit["pid"], hit.get("member"))
-    by_pid = {p["pid"]: p for p in processes}
-    for pid in sorted((set(by_pid) | set(hit_members)) - shown):
-        process = by_pid.get(pid, {"pid": pid, "member": hit_members.get(pid)})
-        member = process.get("member")
-        label = "test" if member == "test" else f"pid {pid}"
-        rows.append(_process_row("process", label, process, gone, last, zero))
-        shown.add(pid)
-    notes: list[tuple[str, int, str]] = []
-    if len(races) > MAX_RACE_ROWS:
-        more = len(races) - MAX_RACE_ROWS
-        notes.append(("races", more, f"{more} more races not drawn (see the JSON report)"))
-    if len(rows) > MAX_PROCESS_ROWS:
-        more = len(rows) - MAX_PROCESS_ROWS
-        notes.append(("processes", more, f"{more} more processes not drawn (see the artifacts)"))
-        rows = rows[:MAX_PROCESS_ROWS]
-
-    race_rows, windows_drawn = _race_rows(races[:MAX_RACE_ROWS], last, zero)
-    windows_total = sum(int(r.get("windows_total") or 0) for r in races[:MAX_RACE_ROWS])
+    notes = timeline.notes()
+    race_rows, windows_drawn = _race_rows(timeline.races, zero)
+    windows_total = sum(int(race.facts.get("windows_total") or 0) for race in timeline.races)
     if windows_total > windows_drawn:
         more = windows_total - windows_drawn
-        notes.append(("windows", more, f"{more} more windows not drawn (see the artifacts)"))
-
-    hits_drawn = _place_hits(races, {row.pid: row for row in rows if row.pid is not None}, zero)
-    hits_total = sum(int(r.get("hits_total") or 0) for r in races)
-    if hits_total > hits_drawn:
-        more = hits_total - hits_drawn
-        notes.append(("hits", more, f"{more} more hits not drawn (see the artifacts)"))
+        notes.append(
+            ("windows", more, f"{count(more, 'more window')} not drawn (see the artifacts)")
+        )
+    hits_drawn = _place_hits(timeline.rows, rows, zero)
+    if timeline.hits_total > hits_drawn:
+        more = timeline.hits_total - hits_drawn
+        notes.append(("hits", more, f"{count(more, 'more hit')} not drawn (see the artifacts)"))
+    releases = [
+        (
+            number,
+            t,
+            f"release of fleet {number} ({count(servers, 'server')})"
+            f" at {seconds_text(t - zero, 3)}",
+        )
+        for number, t, servers in timeline.releases
+    ]
     return _Timeline(
         rows=race_rows + rows,
         releases=releases,
         notes=notes,
-        start=min(times),
-        end=last,
+        start=timeline.start,
+        end=timeline.end,
         zero=zero,
-        what=what,
+        what=timeline.what,
     )
 
 
-def _server_row(
-    name: str,
-    server: Mapping[str, Any],
-    released: float | None,
-    hello: Mapping[int, float],
-    gone: Mapping[int, float],
-    last: float,
-    zero: float,
-) -> _Row:
+def _server_row(row: ProcessRow, zero: float) -> _Row:
     """A server: running from its hello (or the release) to its exit, with its milestones."""
-    pid = _pid(server.get("pid"))
+    server = row.facts
     state = str(server.get("state", ""))
     reason = str(server.get("reason") or "")
-    tip = f"{name}, pid {pid}: {state}" + (f" ({reason})" if reason else "")
-    row = _Row("server", name, f"{name} pid {pid}", tip, pid)
-    who = f"{name} (pid {pid})"
-    finish = min(last, gone.get(pid, last)) if pid is not None else last
-    begin = hello.get(pid, released) if pid is not None else released
-    if released is not None:  # its seconds count from the release: else they place nowhere
-        exit_after = _number(server.get("seconds_to_exit"))
-        if exit_after is not None:
-            finish = released + exit_after
-            code = server.get("returncode")
-            row.marks.append(
-                _Mark(
-                    finish,
-                    "exit",
-                    f"exited: {who} with code {code}, " + _at(exit_after, released, zero),
-                )
+    tip = f"{row.label}, pid {row.pid}: {state}" + (f" ({reason})" if reason else "")
+    drawn = _Row("server", row.label, row.text, tip, row.pid)
+    named = f"{row.label} (pid {row.pid})"
+    for mark in row.marks:
+        at = f"{seconds_text(mark.after, 3)} after the release, at {seconds_text(mark.t - zero, 3)}"
+        if mark.kind == "exit":
+            tip = f"exited: {named} with code {server.get('returncode')}, {at}"
+        elif mark.kind == "ready":
+            tip = f"ready: {named} {at}"
+        elif mark.kind in ("hang", "undecided"):
+            what = (
+                "hung: not ready at the time-out"
+                if mark.kind == "hang"
+                else "undecided: machine too slow"
             )
-        ready_after = _number(server.get("seconds_to_ready"))
-        if ready_after is not None:
-            row.marks.append(
-                _Mark(
-                    released + ready_after,
-                    "ready",
-                    f"ready: {who} " + _at(ready_after, released, zero),
-                )
-            )
-        timeout_after = _number(server.get("seconds_to_timeout"))
-        if timeout_after is not None:
-            hung = state == "hung"
-            what = "hung: not ready at the time-out" if hung else "undecided: machine too slow"
-            row.marks.append(
-                _Mark(
-                    released + timeout_after,
-                    "hang" if hung else "undecided",
-                    f"{what}: {who} "
-                    + _at(timeout_after, released, zero)
-                    + (f"; {reason}" if reason else ""),
-                )
-            )
-    if begin is not None:
-        row.runs.append((begin, finish, _running(who, begin, finish, zero)))
-    return row
+            tip = f"{what}: {named} {at}" + (f"; {reason}" if reason else "")
+        else:
+            continue  # accesses: the hits are placed by _place_hits
+        drawn.marks.append(_Mark(mark.t, mark.kind, tip))
+    if row.run is not None:
+        drawn.runs.append((*row.run, _running(named, *row.run, zero)))
+    return drawn
 
 
-def _at(after: float, released: float, zero: float) -> str:
-    """``0.260 s after the release, at 0.260 s`` (the second on the axis)."""
-    return f"{seconds(after)} after the release, at {seconds(released + after - zero)}"
+def _running(named: str, begin: float, finish: float, zero: float) -> str:
+    return (
+        f"{named} running from {seconds_text(begin - zero, 3)} to {seconds_text(finish - zero, 3)}"
+    )
 
 
-def _running(who: str, begin: float, finish: float, zero: float) -> str:
-    return f"{who} running from {seconds(begin - zero)} to {seconds(finish - zero)}"
-
-
-def _process_row(
-    kind: str,
-    label: str,
-    process: Mapping[str, Any],
-    gone: Mapping[int, float],
-    last: float,
-    zero: float,
-) -> _Row:
+def _process_row(row: ProcessRow, zero: float) -> _Row:
     """Another process: a server's descendant, the test process, a stray."""
-    pid = int(process["pid"])
-    if kind == "child":
-        text = f"  child pid {pid}"
-    else:
-        text = label if label == f"pid {pid}" else f"{label} pid {pid}"
-    tip = _who(pid, process.get("member"))
+    process = row.facts
+    tip = who(row.pid, row.member)
     if process.get("ppid") is not None:
         tip += f", parent {process['ppid']}"
     if process.get("argv"):
         tip += ": " + " ".join(str(arg) for arg in process["argv"])
-    row = _Row(kind, label, text, tip, pid)
-    begin = _number(process.get("hello"))
-    if begin is not None:
-        finish = min(gone.get(pid, last), last)  # the picture ends with the start-up's events
-        row.runs.append((begin, finish, _running(f"pid {pid}", begin, finish, zero)))
-    return row
+    drawn = _Row(row.kind, row.label, row.text, tip, row.pid)
+    if row.run is not None:
+        drawn.runs.append((*row.run, _running(who(row.pid, None), *row.run, zero)))
+    return drawn
 
 
-def _race_rows(
-    races: Sequence[Mapping[str, Any]], last: float, zero: float
-) -> tuple[list[_Row], int]:
+def _race_rows(races: Sequence[RaceRow], zero: float) -> tuple[list[_Row], int]:
     """A row per race with its windows (the first ``MAX_WINDOWS`` in all), and how many."""
     rows: list[_Row] = []
     drawn = 0
-    for number, race in enumerate(races):
-        name = str(race.get("name", "?"))
-        target = str(race.get("target", ""))
+    for race in races:
+        name, target = race.name, str(race.facts.get("target", ""))
         tip = (
-            f"race {name} on {target} with {race.get('trigger', '?')}:"
-            f" {race.get('windows_total', 0)} windows, {race.get('hits_total', 0)} hits"
+            f"race {name} on {target} with {race.facts.get('trigger', '?')}:"
+            f" {count(int(race.facts.get('windows_total') or 0), 'window')},"
+            f" {count(int(race.facts.get('hits_total') or 0), 'hit')}"
         )
-        row = _Row("race", f"race {name}", f"race {name}", tip, colour=BANDS[number % len(BANDS)])
-        for index, window in enumerate(race.get("windows") or []):
-            if drawn >= MAX_WINDOWS or not _is_number(window.get("opened")):
-                continue
-            opened = float(window["opened"])
-            still_open = not _is_number(window.get("closed"))
-            closed = last if still_open else float(window["closed"])
-            until = "the end (still open)" if still_open else seconds(closed - zero)
+        colour = BANDS[race.number % len(BANDS)]
+        row = _Row("race", f"race {name}", f"race {name}", tip, colour=colour)
+        for window in race.windows[: max(0, MAX_WINDOWS - drawn)]:
+            until = (
+                "the end (still open)" if window.still_open else seconds_text(window.end - zero, 3)
+            )
             opener = ""
-            if window.get("opened_by") is not None:
-                opener = ", opened by " + _who(window["opened_by"], window.get("member"))
+            if window.facts.get("opened_by") is not None:
+                opener = ", opened by " + who(window.facts["opened_by"], window.facts.get("member"))
             row.bands.append(
                 _Band(
-                    opened,
-                    closed,
-                    index,
-                    still_open,
-                    f"window {index} of race {name} on {target}: open from"
-                    f" {seconds(opened - zero)} to {until} ({seconds(closed - opened)}){opener}",
+                    window.opened,
+                    window.end,
+                    window.index,
+                    window.still_open,
+                    f"window {window.index} of race {name} on {target}: open from"
+                    f" {seconds_text(window.opened - zero, 3)} to {until}"
+                    f" ({seconds_text(window.end - window.opened, 3)}){opener}",
                     zero,
                 )
             )
@@ -431,28 +290,30 @@ def _race_rows(
     return rows, drawn
 
 
-def _place_hits(races: Sequence[Mapping[str, Any]], rows: Mapping[int, _Row], zero: float) -> int:
-    """Put the hits (the first ``MAX_HITS``) on their processes' rows; how many were placed."""
-    placed = 0
-    for race in races:
-        name = str(race.get("name", "?"))
-        for hit in race.get("hits") or []:
-            row = rows.get(hit.get("pid"))
-            if placed >= MAX_HITS or row is None or not _is_number(hit.get("t")):
-                continue
-            t = float(hit["t"])
-            op, path = str(hit.get("op", "?")), str(hit.get("path", "?"))
-            row.marks.append(
-                _Mark(
-                    t,
-                    "hit",
-                    f"hit: {_who(hit['pid'], hit.get('member'))} {op} {path} at"
-                    f" {seconds(t - zero)}, in window {hit.get('window', '?')} of race {name}",
-                    {"pid": str(hit["pid"]), "op": op, "path": path, "race": name},
-                )
+def _place_hits(rows: Sequence[ProcessRow], drawn: Sequence[_Row], zero: float) -> int:
+    """Put the hits (the first ``MAX_HITS``, race by race) on their processes' rows; how many
+    were placed."""
+    every = [
+        (mark, picture)
+        for row, picture in zip(rows, drawn, strict=True)
+        for mark in row.marks
+        if mark.kind == "hit"
+    ]
+    hits = sorted(every, key=lambda pair: pair[0].order)[:MAX_HITS]
+    for mark, picture in hits:
+        hit = mark.facts
+        op, path = str(hit.get("op", "?")), str(hit.get("path", "?"))
+        picture.marks.append(
+            _Mark(
+                mark.t,
+                "hit",
+                f"hit: {who(hit.get('pid'), hit.get('member'))} {op} {path} at"
+                f" {seconds_text(mark.t - zero, 3)}, in window {hit.get('window', '?')}"
+                f" of race {mark.race}",
+                {"pid": str(hit.get("pid")), "op": op, "path": path, "race": mark.race},
             )
-            placed += 1
-    return placed
+        )
+    return len(hits)
 
 
 # -- drawing -------------------------------------------------------------------------------------
@@ -461,9 +322,10 @@ def _place_hits(races: Sequence[Mapping[str, Any]], rows: Mapping[int, _Row], ze
 def timeline_svg(test: Mapping[str, Any]) -> str | None:
     """The start-up of one test (an entry of the JSON report's ``tests[]``) as an inline SVG,
     or None when there is nothing to draw: no race and no fleet."""
-    if not (test.get("races") or test.get("fleets")):
+    rows = timeline_rows(test)
+    if rows is None:
         return None
-    timeline = _build(test)
+    timeline = _build(rows)
     span = max(timeline.end - timeline.start, 1e-3)
 
     def x(t: float) -> float:
@@ -499,10 +361,10 @@ def timeline_svg(test: Mapping[str, Any]) -> str | None:
             f' stroke="{RELEASE}" stroke-width="1.5" stroke-dasharray="4 3"/></g>'
         )
     y = rows_bottom + 10
-    for what, count, line in timeline.notes:
+    for what, number, line in timeline.notes:
         y += LINE
         parts.append(
-            f'<text class="sg-note" data-what="{what}" data-count="{count}" x="4" y="{y - 4}"'
+            f'<text class="sg-note" data-what="{what}" data-count="{number}" x="4" y="{y - 4}"'
             f' fill="{EXIT}">{escape(line)}</text>'
         )
     parts.append(legend[0])
@@ -522,7 +384,7 @@ def _axis(timeline: _Timeline, x: Callable[[float], float], rows_bottom: int) ->
     value = math.ceil(low / step - 1e-9) * step
     while value <= high + 1e-9:
         at = x(value + timeline.zero)
-        text = seconds(value, digits)
+        text = seconds_text(value, digits)
         parts.append(
             f'<g class="sg-tick" data-seconds="{round(value, 9):g}">'
             f'<line x1="{at:.1f}" y1="{TOP - 10}" x2="{at:.1f}" y2="{TOP - 6}" stroke="{MUTED}"/>'
@@ -557,10 +419,10 @@ def _row(row: _Row, top: int, x: Callable[[float], float], zero: float) -> list[
         f'<text class="sg-label" x="4" y="{middle + 4:.1f}" fill="{INK}" xml:space="preserve">'
         f"<title>{escape(row.tip)}</title>{escape(text)}</text>",
     ]
-    for band, count in _merged_bands(row.bands, x):
+    for band, windows in _merged_bands(row.bands, x):
         left, right = x(band.begin), x(band.end)
         parts.append(
-            f'<rect class="sg-window" data-window="{band.index}" data-windows="{count}"'
+            f'<rect class="sg-window" data-window="{band.index}" data-windows="{windows}"'
             f' data-open="{1 if band.still_open else 0}" x="{left:.1f}" y="{top + 3}"'
             f' width="{max(right - left, 2):.1f}" height="{ROW_HEIGHT - 6}" fill="{row.colour}"'
             f' fill-opacity="0.55" stroke="{row.colour}"><title>{escape(band.tip)}</title></rect>'
@@ -586,16 +448,16 @@ def _merged_bands(bands: list[_Band], x: Callable[[float], float]) -> list[tuple
     merged: list[tuple[_Band, int]] = []
     for band in sorted(bands, key=lambda b: b.begin):
         if merged and x(band.begin) - x(merged[-1][0].end) < MERGE_PX:
-            first, count = merged[-1]
+            first, windows = merged[-1]
             end = max(first.end, band.end)
             tip = (
-                f"{count + 1} windows from {seconds(first.begin - first.zero)} to"
-                f" {seconds(end - first.zero)}, closer than the picture can show apart"
+                f"{windows + 1} windows from {seconds_text(first.begin - first.zero, 3)} to"
+                f" {seconds_text(end - first.zero, 3)}, closer than the picture can show apart"
             )
             merged[-1] = (
                 _Band(first.begin, end, first.index, first.still_open or band.still_open, tip,
                       first.zero),
-                count + 1,
+                windows + 1,
             )  # fmt: skip
         else:
             merged.append((band, 1))
@@ -613,7 +475,8 @@ def _merged_hits(hits: list[_Mark], x: Callable[[float], float], zero: float) ->
             first = merged[-1]
             first.data["count"] = str(counts[-1])
             first.tip = (
-                f"{counts[-1]} hits from {seconds(first.t - zero)} to {seconds(hit.t - zero)};"
+                f"{counts[-1]} hits from {seconds_text(first.t - zero, 3)}"
+                f" to {seconds_text(hit.t - zero, 3)};"
                 f" the first: {first.data.get('first', first.tip)}"
             )
             continue

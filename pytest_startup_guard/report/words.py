@@ -1,21 +1,117 @@
-"""A report's facts in words, the same in every view: the terminal summary, the HTML report and
-the merged CI matrix. Standard library only (the merge command must start without pytest)."""
+"""A report's facts in words, the same in every view: the terminal summary, the HTML report, the
+timelines and the merged CI matrix; a view says a fact with these, never with words of its own.
+Standard library only, and the package's shared ``wording`` (the merge command must start
+without pytest)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-VERDICT_WORDS = {  # a case's kind: (as expected, not as expected)
-    "transient": ("survived", "did not survive"),
-    "corrupt": ("failed closed", "did not fail closed"),
-    "stale": ("recovered or failed closed", "hung or failed unclearly on the stale lock"),
+from pytest_startup_guard.verdicts.kinds import WORDS
+from pytest_startup_guard.wording import count
+
+__all__ = [
+    "EXPECTED_WORDS",
+    "EXPLORATION_OUTCOMES",
+    "OUTCOMES",
+    "VERDICT_WORDS",
+    "count",
+    "exploration_words",
+    "explorations_words",
+    "outcome_counts",
+    "races_words",
+    "ready_words",
+    "seconds_text",
+    "verdict_words",
+    "who",
+]
+
+# A test's outcomes, in the order a count of them is said: ``3 passed, 2 failed``.
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+
+# A case's kind, and what it was expected to do: (as expected, not as expected).
+# Keyed by plain strings: a report's ``kind`` and ``expected`` are read back from JSON.
+VERDICT_WORDS: dict[str, tuple[str, str]] = {
+    kind: (words.done, words.missed) for kind, words in WORDS.items()
+}
+EXPECTED_WORDS: dict[str, tuple[str, str]] = {
+    words.expected: (words.done, words.missed) for words in WORDS.values()
 }
 
 
-def seconds_text(value: object) -> str:
-    """``1.23 s``, or ``-`` where there is no number."""
-    return f"{value:.2f} s" if isinstance(value, (int, float)) else "-"
+# An exploration's outcomes: the report's field for each, and its words.
+EXPLORATION_OUTCOMES = (
+    ("survived", "survived"),
+    ("failed", "failed"),
+    ("undecided", "undecided"),
+    ("not_reached", "not reached"),
+)
+
+
+def seconds_text(value: object, digits: int = 2) -> str:
+    """``1.23 s`` (``digits`` decimals, never ``-0.00 s``), or ``-`` where there is no number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    text = f"{value:.{digits}f}"
+    if text.lstrip("-").strip("0.") == "":
+        text = text.lstrip("-")
+    return f"{text} s"
+
+
+def who(pid: object, member: object) -> str:
+    """``pid 7942 (server 0)``; ``pid 7942`` for a process of no member."""
+    return f"pid {pid}" + (f" ({member})" if member else "")
+
+
+def outcome_counts(counts: Mapping[str, Any], words: Iterable[str]) -> str:
+    """``3 passed, 2 failed``: each of ``words`` that ``counts`` holds a number of, in order."""
+    return ", ".join(f"{counts[word]} {word}" for word in words if counts.get(word))
+
+
+def races_words(races: Iterable[Mapping[str, Any]]) -> str:
+    """``2 races armed, 2 windows, 5 hits``: the races of a run, or of a test."""
+    armed = list(races)
+    return (
+        f"{count(len(armed), 'race')} armed,"
+        f" {count(sum(int(r.get('windows_total') or 0) for r in armed), 'window')},"
+        f" {count(sum(int(r.get('hits_total') or 0) for r in armed), 'hit')}"
+    )
+
+
+def _points_words(points: int, outcomes: Mapping[str, int]) -> str:
+    """``3 points: 2 survived, 1 not reached``: every outcome that a point had."""
+    counts = ", ".join(
+        f"{outcomes[field]} {words}" for field, words in EXPLORATION_OUTCOMES if outcomes[field]
+    )
+    return count(points, "point") + (f": {counts}" if counts else "")
+
+
+def _outcomes(exploration: Mapping[str, Any]) -> dict[str, int]:
+    return {field: int(exploration.get(field) or 0) for field, _ in EXPLORATION_OUTCOMES}
+
+
+def exploration_words(exploration: Mapping[str, Any]) -> str:
+    """``explored pointer_swap on config.json of acme/tiny (parallel): 3 points: 2 survived,
+    1 not reached``: one entry of a test's ``explorations[]``, every outcome it had."""
+    mode = exploration.get("mode")
+    return (
+        f"explored {exploration.get('race', '?')} on {exploration.get('target', '?')}"
+        + (f" ({mode})" if mode else "")
+        + ": "
+        + _points_words(int(exploration.get("points") or 0), _outcomes(exploration))
+    )
+
+
+def explorations_words(explorations: Iterable[Mapping[str, Any]]) -> str:
+    """``2 explorations: 5 points: 4 survived, 1 not reached``: the explorations of a run."""
+    every = list(explorations)
+    totals = {field: 0 for field, _ in EXPLORATION_OUTCOMES}
+    for exploration in every:
+        for field, number in _outcomes(exploration).items():
+            totals[field] += number
+    points = sum(int(exploration.get("points") or 0) for exploration in every)
+    return f"{count(len(every), 'exploration')}: {_points_words(points, totals)}"
 
 
 def verdict_words(verdict: Mapping[str, Any] | None) -> str:

@@ -31,11 +31,6 @@ class GuardSession:
     warnings: list[str] = field(default_factory=list)
     stress_rounds: dict[str, int] = field(default_factory=dict)  # nodeid -> its current round
 
-    def value(self, name: str) -> object:
-        """Going away: read the typed property instead (``stress``, ``explore_point``,
-        ``strict_reruns``, ``allow_reruns``, ...); kept until plugin.py has switched."""
-        return self.settings[name].value
-
     def _setting(self, name: str, kind: type[_Value]) -> _Value:
         value = self.settings[name].value
         if not isinstance(value, kind):  # options.py's parsers and defaults make it one
