@@ -1,8 +1,8 @@
 """Import races and start methods: the cost of one import_race sweep, the scan, the checks.
 
 The sweep's cost is one measurement pair plus (orders x delays x repeats) fresh interpreters,
-two at a time; a module's import time sets it. transformers stands for the incident (FACTS.md,
-incident 2); examples/imports/plain_lib for a safe module of a similar (0.3 s) import time.
+two at a time; a module's import time sets it. transformers stands for the incident (its import
+in a background thread broke a start-up: docs/imports.md); examples/imports/plain_lib for a safe module of a similar (0.3 s) import time.
 """
 
 from __future__ import annotations

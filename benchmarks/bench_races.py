@@ -7,7 +7,8 @@ run, on the same 4 readers:
 - deterministic: ``pointer_swap`` with ``on_access()`` (the plugin's default trigger);
 - seeded chaos: ``pointer_swap`` with ``chaos(gap=0.001)`` (the plugin's refresher process);
 - the CI baseline: the real ``huggingface_hub`` ``_create_symlink`` in a loop with a 1 ms
-  sleep between swaps, as FACTS.md measured it.
+  sleep between swaps (measured with 4 readers on 2 cores: the pointer absent ~10% of the time,
+  ~0.7% of reads failed).
 """
 
 from __future__ import annotations

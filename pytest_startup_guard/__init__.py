@@ -1,201 +1,119 @@
 """pytest-startup-guard: deterministic, seeded tests for start-up races on a shared HF cache.
 
-The public names are re-exported lazily: importing this package (which every child process
-of a test does when a plan is set) costs nothing until a name is used.
+The public names are the ``from <module> import <name> as <name>`` lines of the
+``if TYPE_CHECKING:`` block below, and nothing else: that block is the one list.
+
+- Type checkers read it as it is: each name is an explicit re-export with its real type
+  (``mypy --strict``), and, since ``__getattr__`` is hidden from them, a misspelt name is an
+  error rather than ``Any``.
+- At run time the block never runs. Importing the package loads built-in modules and
+  ``_version`` only (every process of a test under a plan imports it, at interpreter start).
+  The first time a public name (or ``__all__``) is asked for, ``__getattr__`` reads the block
+  from this file's source with ``ast`` into a map of name to module (1-2 ms, once, and only in
+  a process that uses the API, where the modules behind the names, and pytest, have imported
+  ``ast`` anyway); a name is then imported from its module on first use and kept in the
+  module's globals.
+- ``__all__`` and ``dir()`` come from the same map.
+
+To make a name public, add its line to the block (``as`` the same name) and show it in the
+docs (README.md or docs/*.md): ``tests/test_public_api.py`` checks both.
 """
 
-from __future__ import annotations
-
-from pytest_startup_guard import _moved
 from pytest_startup_guard._version import __version__ as __version__
 
 TYPE_CHECKING = False  # not typing's: importing typing costs every child process ~10 ms
 
-_EXPORTS = {
-    "FakeHubCache": "pytest_startup_guard.cache.hubcache",
-    "CachedRepo": "pytest_startup_guard.cache.hubcache",
-    "RepoSourceError": "pytest_startup_guard.cache.sources",
-    "CORRUPTIONS": "pytest_startup_guard.cache.corruptions",
-    "StartupGuardError": "pytest_startup_guard.errors",
-    "UnsafeCacheError": "pytest_startup_guard.errors",
-    "UnknownNameError": "pytest_startup_guard.errors",
-    "detect_target": "pytest_startup_guard.targets.detection",
-    "RACES": "pytest_startup_guard.races.catalog",
-    "Race": "pytest_startup_guard.races.catalog",
-    "RaceTarget": "pytest_startup_guard.races.catalog",
-    "PathTarget": "pytest_startup_guard.races.catalog",
-    "register_race": "pytest_startup_guard.races.catalog",
-    "on_access": "pytest_startup_guard.races.triggers",
-    "after": "pytest_startup_guard.races.triggers",
-    "chaos": "pytest_startup_guard.races.triggers",
-    "placed": "pytest_startup_guard.races.triggers",
-    "ArmedRace": "pytest_startup_guard.races.armed",
-    "HubRace": "pytest_startup_guard.races.hubrace",
-    "Exploration": "pytest_startup_guard.races.hubrace",
-    "RuntimeController": "pytest_startup_guard.runtime.controller",
-    "Fleet": "pytest_startup_guard.fleet.fleet",
-    "Server": "pytest_startup_guard.fleet.fleet",
-    "ServerFleet": "pytest_startup_guard.fleet.server_fleet",
-    "FleetExploration": "pytest_startup_guard.fleet.exploration",
-    "AccessPoint": "pytest_startup_guard.fleet.exploration",
-    "PointOutcome": "pytest_startup_guard.fleet.exploration",
-    "cpu_load": "pytest_startup_guard.fleet.load",
-    "port_taken": "pytest_startup_guard.fleet.port_faults",
-    "same_port": "pytest_startup_guard.fleet.port_faults",
-    "PortTaken": "pytest_startup_guard.fleet.port_faults",
-    "SamePort": "pytest_startup_guard.fleet.port_faults",
-    "PortHit": "pytest_startup_guard.fleet.port_faults",
-    "ArmedPortFault": "pytest_startup_guard.fleet.port_faults",
-    "StartupCase": "pytest_startup_guard.verdicts.cases",
-    "assert_survives": "pytest_startup_guard.verdicts.in_process",
-    "assert_fails_closed": "pytest_startup_guard.verdicts.in_process",
-    "import_race": "pytest_startup_guard.imports.probe",
-    "ImportRaceResult": "pytest_startup_guard.imports.probe",
-    "ImportRun": "pytest_startup_guard.imports.probe",
-    "ImportProbeError": "pytest_startup_guard.imports.probe",
-    "ImportRaceProbe": "pytest_startup_guard.imports.probe",
-    "scan_background_imports": "pytest_startup_guard.imports.scan",
-    "ScanReport": "pytest_startup_guard.imports.scan",
-    "BackgroundImport": "pytest_startup_guard.imports.scan",
-    "check_start_methods": "pytest_startup_guard.imports.startmethods",
-    "check_env_choices": "pytest_startup_guard.imports.startmethods",
-    "StartMethodResult": "pytest_startup_guard.imports.startmethods",
-    "EnvChoiceResult": "pytest_startup_guard.imports.startmethods",
-    "StartupRun": "pytest_startup_guard.imports.startmethods",
-    "StartMethodChecker": "pytest_startup_guard.imports.startmethods",
-}
-
-# Modules that are public as a whole: ``from pytest_startup_guard import ready``.
-_MODULES = {"ready": "pytest_startup_guard.fleet.ready"}
-
-__all__ = [
-    "CORRUPTIONS",
-    "RACES",
-    "AccessPoint",
-    "ArmedPortFault",
-    "ArmedRace",
-    "BackgroundImport",
-    "CachedRepo",
-    "EnvChoiceResult",
-    "Exploration",
-    "FakeHubCache",
-    "Fleet",
-    "FleetExploration",
-    "HubRace",
-    "ImportProbeError",
-    "ImportRaceProbe",
-    "ImportRaceResult",
-    "ImportRun",
-    "PathTarget",
-    "PointOutcome",
-    "PortHit",
-    "PortTaken",
-    "Race",
-    "RaceTarget",
-    "RepoSourceError",
-    "RuntimeController",
-    "SamePort",
-    "ScanReport",
-    "Server",
-    "ServerFleet",
-    "StartMethodChecker",
-    "StartMethodResult",
-    "StartupCase",
-    "StartupGuardError",
-    "StartupRun",
-    "UnknownNameError",
-    "UnsafeCacheError",
-    "after",
-    "assert_fails_closed",
-    "assert_survives",
-    "chaos",
-    "check_env_choices",
-    "check_start_methods",
-    "cpu_load",
-    "detect_target",
-    "import_race",
-    "on_access",
-    "placed",
-    "port_taken",
-    "ready",
-    "register_race",
-    "same_port",
-    "scan_background_imports",
-]
-
 if TYPE_CHECKING:
-    from typing import Any
-
-    from pytest_startup_guard.cache.corruptions import CORRUPTIONS
-    from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
-    from pytest_startup_guard.cache.sources import RepoSourceError
-    from pytest_startup_guard.errors import StartupGuardError, UnknownNameError, UnsafeCacheError
-    from pytest_startup_guard.fleet import ready
-    from pytest_startup_guard.fleet.exploration import AccessPoint, FleetExploration, PointOutcome
-    from pytest_startup_guard.fleet.fleet import Fleet, Server
-    from pytest_startup_guard.fleet.load import cpu_load
-    from pytest_startup_guard.fleet.port_faults import (
-        ArmedPortFault,
-        PortHit,
-        PortTaken,
-        SamePort,
-        port_taken,
-        same_port,
-    )
-    from pytest_startup_guard.fleet.server_fleet import ServerFleet
-    from pytest_startup_guard.imports.probe import (
-        ImportProbeError,
-        ImportRaceProbe,
-        ImportRaceResult,
-        ImportRun,
-        import_race,
-    )
-    from pytest_startup_guard.imports.scan import (
-        BackgroundImport,
-        ScanReport,
-        scan_background_imports,
-    )
+    from pytest_startup_guard.cache.corruptions import CORRUPTIONS as CORRUPTIONS
+    from pytest_startup_guard.cache.hubcache import CachedRepo as CachedRepo
+    from pytest_startup_guard.cache.hubcache import FakeHubCache as FakeHubCache
+    from pytest_startup_guard.cache.sources import RepoSourceError as RepoSourceError
+    from pytest_startup_guard.errors import StartupGuardError as StartupGuardError
+    from pytest_startup_guard.errors import UnknownNameError as UnknownNameError
+    from pytest_startup_guard.errors import UnsafeCacheError as UnsafeCacheError
+    from pytest_startup_guard.fleet import ready as ready
+    from pytest_startup_guard.fleet.fleet import Fleet as Fleet
+    from pytest_startup_guard.fleet.fleet import Server as Server
+    from pytest_startup_guard.fleet.load import cpu_load as cpu_load
+    from pytest_startup_guard.fleet.port_faults import PortHit as PortHit
+    from pytest_startup_guard.fleet.port_faults import port_taken as port_taken
+    from pytest_startup_guard.fleet.port_faults import same_port as same_port
+    from pytest_startup_guard.fleet.server_fleet import ServerFleet as ServerFleet
+    from pytest_startup_guard.imports.probe import ImportProbeError as ImportProbeError
+    from pytest_startup_guard.imports.probe import ImportRaceProbe as ImportRaceProbe
+    from pytest_startup_guard.imports.probe import ImportRaceResult as ImportRaceResult
+    from pytest_startup_guard.imports.probe import import_race as import_race
+    from pytest_startup_guard.imports.scan import ScanReport as ScanReport
+    from pytest_startup_guard.imports.scan import scan_background_imports as scan_background_imports
+    from pytest_startup_guard.imports.startmethods import EnvChoiceResult as EnvChoiceResult
+    from pytest_startup_guard.imports.startmethods import StartMethodChecker as StartMethodChecker
+    from pytest_startup_guard.imports.startmethods import StartMethodResult as StartMethodResult
+    from pytest_startup_guard.imports.startmethods import check_env_choices as check_env_choices
     from pytest_startup_guard.imports.startmethods import (
-        EnvChoiceResult,
-        StartMethodChecker,
-        StartMethodResult,
-        StartupRun,
-        check_env_choices,
-        check_start_methods,
+        check_start_methods as check_start_methods,
     )
-    from pytest_startup_guard.races.armed import ArmedRace
-    from pytest_startup_guard.races.catalog import (
-        RACES,
-        PathTarget,
-        Race,
-        RaceTarget,
-        register_race,
+    from pytest_startup_guard.races.armed import ArmedRace as ArmedRace
+    from pytest_startup_guard.races.base import Race as Race
+    from pytest_startup_guard.races.base import RaceTarget as RaceTarget
+    from pytest_startup_guard.races.catalog import RACES as RACES
+    from pytest_startup_guard.races.catalog import register_race as register_race
+    from pytest_startup_guard.races.exploration import AccessPoint as AccessPoint
+    from pytest_startup_guard.races.exploration import Exploration as Exploration
+    from pytest_startup_guard.races.exploration import PointOutcome as PointOutcome
+    from pytest_startup_guard.races.hubrace import HubRace as HubRace
+    from pytest_startup_guard.races.triggers import after as after
+    from pytest_startup_guard.races.triggers import chaos as chaos
+    from pytest_startup_guard.races.triggers import on_access as on_access
+    from pytest_startup_guard.races.triggers import placed as placed
+    from pytest_startup_guard.runtime.controller import RuntimeController as RuntimeController
+    from pytest_startup_guard.targets.detection import detect_target as detect_target
+    from pytest_startup_guard.verdicts.cases import StartupCase as StartupCase
+    from pytest_startup_guard.verdicts.in_process import (
+        assert_fails_closed as assert_fails_closed,
     )
-    from pytest_startup_guard.races.hubrace import Exploration, HubRace
-    from pytest_startup_guard.races.triggers import after, chaos, on_access, placed
-    from pytest_startup_guard.runtime.controller import RuntimeController
-    from pytest_startup_guard.targets.detection import detect_target
-    from pytest_startup_guard.verdicts.cases import StartupCase
-    from pytest_startup_guard.verdicts.in_process import assert_fails_closed, assert_survives
+    from pytest_startup_guard.verdicts.in_process import assert_survives as assert_survives
+
+_public: dict[str, str] = {}  # name -> module, read from the block above on first use
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    whole = _MODULES.get(name)
-    if module is None and whole is None:
-        raise AttributeError(f"module 'pytest_startup_guard' has no attribute {name!r}")
-    import importlib  # not at package import: every process under a plan imports the package
+def _public_names() -> dict[str, str]:
+    """The ``as``-re-exports of the ``if TYPE_CHECKING:`` block, read from this file once."""
+    if not _public:
+        import ast  # here, not at import: a process that never uses the API never pays for it
 
-    if whole is not None:
-        value = importlib.import_module(whole)
-    else:
-        value = getattr(importlib.import_module(str(module)), name)
-    globals()[name] = value
-    return value
+        with open(__file__, "rb") as source:
+            tree = ast.parse(source.read(), __file__)
+        found = {
+            alias.name: statement.module
+            for node in tree.body
+            if isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+            for statement in node.body
+            if isinstance(statement, ast.ImportFrom) and statement.module
+            for alias in statement.names
+            if alias.asname == alias.name
+        }
+        if not found:
+            raise ImportError(f"{__file__}: no public names in its TYPE_CHECKING block")
+        _public.update(found)  # at once: another thread never sees half the names
+    return _public
+
+
+if not TYPE_CHECKING:  # hidden from type checkers: only the names above exist for them
+
+    def __getattr__(name: str) -> object:
+        if name == "__all__":
+            value: object = sorted(_public_names())
+        elif name.startswith("__") or name not in _public_names():
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        else:
+            # ``from module import name`` semantics: a submodule (``ready``) is imported too.
+            module = __import__(_public_names()[name], fromlist=[name])
+            value = getattr(module, name)
+        globals()[name] = value
+        return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS, *_MODULES])
-
-
-_moved.install()
+    return sorted({*globals(), *_public_names()})

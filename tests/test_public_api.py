@@ -1,8 +1,17 @@
-"""Users import public names from ``pytest_startup_guard``; deep paths of the flat layout that
-moved into sub-packages keep importing, with a deprecation warning, until they go."""
+"""Users import the public names from ``pytest_startup_guard``: each imports, each is shown in the
+docs, each is typed for ``mypy --strict``, and importing the package itself stays cheap (every
+process of a test under a plan imports it at interpreter start).
+
+The one list of the public names is the ``if TYPE_CHECKING:`` block of the package's
+``__init__.py``; ``__all__``, ``dir()`` and the lazy imports are read from it.
+"""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,26 +19,54 @@ from pathlib import Path
 import pytest
 
 import pytest_startup_guard
-from pytest_startup_guard import _moved
 
-PACKAGE_DIR = Path(pytest_startup_guard.__file__).resolve().parent
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROOT = Path(__file__).resolve().parent.parent
+INIT = Path(pytest_startup_guard.__file__).resolve()
+PUBLIC = pytest_startup_guard.__all__
 
 
-def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-W", "always::DeprecationWarning", "-c", code, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
 
 
-@pytest.mark.parametrize("name", pytest_startup_guard.__all__)
-def test_every_public_name_resolves(name: str) -> None:
+def type_checking_block() -> list[ast.stmt]:
+    tree = ast.parse(INIT.read_text())
+    blocks = [
+        node.body
+        for node in tree.body
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    ]
+    assert len(blocks) == 1, "__init__.py must have exactly one `if TYPE_CHECKING:` block"
+    return blocks[0]
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_every_public_name_imports_from_its_module(name: str) -> None:
     value = getattr(pytest_startup_guard, name)
     assert value is not None
     assert name in dir(pytest_startup_guard)
+    if isinstance(value, type) or inspect.isfunction(value):
+        assert value.__module__.startswith("pytest_startup_guard."), value
+
+
+def test_all_is_every_line_of_the_type_checking_block_and_nothing_else() -> None:
+    names = []
+    for statement in type_checking_block():
+        assert isinstance(statement, ast.ImportFrom), ast.unparse(statement)
+        for alias in statement.names:
+            # ``as`` the same name: what mypy --strict takes as an explicit re-export.
+            assert alias.asname == alias.name, f"{ast.unparse(statement)}: write `as {alias.name}`"
+            names.append(alias.name)
+    assert len(names) == len(set(names)), "a public name is listed twice"
+    assert sorted(names) == PUBLIC
+    star: dict[str, object] = {}
+    exec("from pytest_startup_guard import *", star)
+    assert sorted(name for name in star if not name.startswith("__")) == PUBLIC
+    assert set(PUBLIC) <= set(dir(pytest_startup_guard))
 
 
 def test_ready_is_the_fleets_readiness_module() -> None:
@@ -43,58 +80,79 @@ def test_ready_is_the_fleets_readiness_module() -> None:
 def test_unknown_public_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="has no attribute 'FakeHubCash'"):
         _ = pytest_startup_guard.FakeHubCash  # type: ignore[attr-defined]
+    assert not hasattr(pytest_startup_guard, "__wrapped__")
 
 
-@pytest.mark.parametrize("old", sorted(_moved.MOVED))
-def test_every_moved_path_points_at_an_existing_module(old: str) -> None:
-    new = _moved.new_name(f"pytest_startup_guard.{old}")
-    assert new is not None
-    relative = Path(*new.split(".")[1:]).with_suffix(".py")
-    assert (PACKAGE_DIR / relative).is_file(), new
-    assert not (PACKAGE_DIR / f"{old}.py").exists(), f"{old}.py is back at the root"
+def shown_code(text: str) -> str:
+    """The code a Markdown page shows: its fenced blocks and its inline code spans."""
+    fenced = re.findall(r"^```[^\n]*\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+    rest = re.sub(r"^```[^\n]*\n.*?^```", "", text, flags=re.DOTALL | re.MULTILINE)
+    return "\n".join([*fenced, *re.findall(r"`([^`\n]+)`", rest)])
 
 
-def test_an_old_path_is_the_same_module_with_a_deprecation_warning() -> None:
-    result = run_python(
-        "import pytest_startup_guard.hubcache as old, pytest_startup_guard.cache.hubcache as new;"
-        " print(old is new, old.FakeHubCache is new.FakeHubCache)"
+def test_every_public_name_is_shown_in_the_docs() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    shown = "\n".join(shown_code(page.read_text()) for page in pages)
+    missing = [name for name in PUBLIC if not re.search(rf"\b{name}\b", shown)]
+    assert not missing, (
+        f"public but never shown in README.md or docs/*.md: {missing}; document them, or take "
+        "their line out of the TYPE_CHECKING block of __init__.py"
     )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "True True"
-    assert "DeprecationWarning: pytest_startup_guard.hubcache moved to" in result.stderr
-    assert "pytest_startup_guard.cache.hubcache" in result.stderr
-    assert "goes in 0.3" in result.stderr
 
 
-def test_the_public_ready_module_keeps_its_old_path_quietly() -> None:
-    result = run_python("import pytest_startup_guard.ready as r; print(r.__name__)")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "pytest_startup_guard.fleet.ready"
-    assert "DeprecationWarning" not in result.stderr
+def test_importing_the_package_loads_built_in_modules_only() -> None:
+    """No submodule, no ``typing``, no ``ast``: the names are read and imported on first use."""
+    loaded = run_python(
+        "import json, sys; before = set(sys.modules); import pytest_startup_guard; "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    new = set(json.loads(loaded.stdout)) - set(sys.builtin_module_names)
+    assert new == {"pytest_startup_guard", "pytest_startup_guard._version"}
 
 
-def test_an_unknown_deep_path_is_still_not_found() -> None:
-    result = run_python("import pytest_startup_guard.hubcash")
-    assert result.returncode == 1
-    assert "No module named 'pytest_startup_guard.hubcash'" in result.stderr
+def test_a_public_name_imports_only_its_own_module() -> None:
+    loaded = run_python(
+        "import json, sys; before = set(sys.modules); "
+        "from pytest_startup_guard import StartupGuardError; "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    ours = {name for name in json.loads(loaded.stdout) if name.startswith("pytest_startup_guard")}
+    assert ours == {
+        "pytest_startup_guard",
+        "pytest_startup_guard._version",
+        "pytest_startup_guard.errors",
+    }
 
 
-def test_old_scan_command_runs_like_the_new_one() -> None:
-    target = str(EXAMPLES / "imports" / "acme_server")
-    new = subprocess.run(
-        [sys.executable, "-m", "pytest_startup_guard.imports.scan", target],
+def test_every_public_name_is_typed_for_mypy_strict(tmp_path: Path) -> None:
+    pytest.importorskip("mypy")
+    user = tmp_path / "user_test.py"
+    user.write_text(
+        "import pytest_startup_guard\n"
+        "from pytest_startup_guard import *\n"
+        + "".join(f"reveal_type({name})\n" for name in PUBLIC)
+        + "pytest_startup_guard.FakeHubCash\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            user.name,
+        ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
+        cwd=tmp_path,
     )
-    old = subprocess.run(
-        [sys.executable, "-m", "pytest_startup_guard.importscan", target],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert new.returncode == old.returncode == 1  # the example has errors on purpose
-    assert "background imports under" in new.stdout
-    assert old.stdout == new.stdout
-    assert "python -m pytest_startup_guard.importscan is deprecated" in old.stderr
-    assert "python -m pytest_startup_guard.importscan is deprecated" not in new.stderr
+    revealed = re.findall(r":(\d+): note: Revealed type is \"(.*)\"", result.stdout)
+    assert len(revealed) == len(PUBLIC), result.stdout
+    untyped = [PUBLIC[int(line) - 3] for line, kind in revealed if kind == "Any"]
+    assert not untyped, f"typed Any for mypy: {untyped}"
+    # The only error: a misspelt name is one, not Any.
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1, result.stdout
+    assert 'no attribute "FakeHubCash"' in errors[0]

@@ -20,7 +20,8 @@ FILES = {
     "model.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ",
 }
 
-# What the real loaders raise on each corruption (FACTS.md, re-checked against what is installed).
+# What the real loaders raise on each corruption: transformers 5.24's messages (docs/cache.md,
+# Corruptions), checked here against the versions installed.
 EXPECTED_FAILURE = {
     "empty": (OSError, "is not a valid JSON file"),
     "truncated": (OSError, "is not a valid JSON file"),

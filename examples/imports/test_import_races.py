@@ -1,5 +1,7 @@
 """Imports from a background thread: the probe and the static scan, on code that passes and code
-that fails (FACTS.md, incident 2).
+that fails as the incident did (docs/imports.md): ``transformers`` imported in a background
+thread under ``suppress(Exception)`` while the main thread ran ``from transformers import
+GenerationConfig``, which then failed with ``ImportError``.
 
 Run: ``pytest -p startup_guard examples/imports -v``. The ``xfail`` tests are the failing
 examples; add ``--runxfail`` to see the report each check prints.

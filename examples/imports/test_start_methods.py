@@ -1,5 +1,7 @@
 """Start methods and an environment variable's documented choices: code that passes and code
-that fails (FACTS.md, incident 2).
+that fails as the incident did (docs/imports.md): ``multiprocessing.set_start_method(...)``
+called where a start method may already be set, and a variable documented as ``spawn`` or
+``fork`` whose code still took ``forkserver``.
 
 Run: ``pytest -p startup_guard examples/imports -v``. The ``xfail`` tests are the failing
 examples; add ``--runxfail`` to see the report each check prints.

@@ -1,7 +1,7 @@
 """Loopback ports leased to fleet members until they stop.
 
 Binding port 0 and closing hands out a port from the ephemeral range, the one outgoing
-connections use too, and another worker may take it before the server binds it (FACTS.md). So
+connections use too, and another worker may take it before the server binds it. So
 ports come from below the ephemeral range, and each is leased with an exclusive ``flock`` on a
 file in a folder every xdist worker of the run shares: no other test or worker of this run can
 take it, and the kernel drops the lease if the leasing process dies.

@@ -1,7 +1,7 @@
 """A stand-in for ``transformers``: a slow import that ends by swapping in a lazy module.
 
 ``transformers/__init__.py`` replaces ``sys.modules["transformers"]`` with a lazy module at its
-end (FACTS.md). A thread that imports this package while another thread's import is still
+end (transformers 5.24 on CPython 3.11; docs/imports.md). A thread that imports this package while another thread's import is still
 running waits on the import lock, then receives the plain module below, which has no
 ``AutoThing``: ``from lazy_swap_lib import AutoThing`` fails with ``ImportError``.
 """
