@@ -53,6 +53,7 @@ if TYPE_CHECKING:
         check_start_methods as check_start_methods,
     )
     from pytest_startup_guard.races.armed import ArmedRace as ArmedRace
+    from pytest_startup_guard.races.base import PathTarget as PathTarget
     from pytest_startup_guard.races.base import Race as Race
     from pytest_startup_guard.races.base import RaceTarget as RaceTarget
     from pytest_startup_guard.races.catalog import RACES as RACES
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from pytest_startup_guard.races.triggers import on_access as on_access
     from pytest_startup_guard.races.triggers import placed as placed
     from pytest_startup_guard.runtime.controller import RuntimeController as RuntimeController
+    from pytest_startup_guard.runtime.controller import RuntimeListener as RuntimeListener
     from pytest_startup_guard.targets.detection import detect_target as detect_target
     from pytest_startup_guard.verdicts.cases import StartupCase as StartupCase
     from pytest_startup_guard.verdicts.in_process import (

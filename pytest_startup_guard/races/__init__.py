@@ -3,8 +3,9 @@
 Owns the ``Race`` base and what it works on (``base``), the hub races and the registry
 (``catalog``), races on any shared folder (``generic``), stale locks (``locks``), the folders a
 test may race under (``roots``), when windows open and close (``triggers``), an armed race's
-windows and hits (``armed``), the seeded chaos refresher process (``refresher``) and the
-per-test ``HubRace`` that arms and explores (``hubrace``).
+windows and hits (``armed``), the seeded chaos refresher process (``refresher``) and its test
+side (``chaos``), what an exploration found, in the test process or in a fleet
+(``exploration``), and the per-test ``HubRace`` that arms and explores (``hubrace``).
 
 May import: settings, runtime, cache.
 """
