@@ -40,9 +40,9 @@ from pytest_startup_guard.races.exploration import (
     AccessPoint,
     Exploration,
     ExploreSettings,
-    Outcome,
     PointOutcome,
     checked_points,
+    outcome_of,
     wanted_points,
 )
 from pytest_startup_guard.races.hubrace import HubRace, busiest_process, target_of
@@ -96,24 +96,31 @@ class ExploredFleet:
     cwd: str | os.PathLike[str] | None = None
 
 
+@dataclass
+class _Run:
+    """One exploration under way: its result so far, what it races, where, and which points."""
+
+    exploration: Exploration
+    racing: _Racing
+    repo: CachedRepo
+    wanted: list[int] | None  # None: every point found
+
+
+@dataclass
 class Explorer:
     """One ``explore`` call: its launches, and the outcome of each point."""
 
-    def __init__(
-        self,
-        launcher: FleetLauncher,
-        races: HubRace,
-        settings: ExploreSettings,
-        folder: Path,
-        fleet: ExploredFleet,
-    ) -> None:
-        self.launcher = launcher
-        self.races = races
-        self.settings = settings
-        self.folder = folder
-        self.fleet = fleet
-        self.count = fleet.count
-        self.clean: Fleet | None = None  # the launch that ran clean (parallel: its member 0)
+    launcher: FleetLauncher
+    races: HubRace
+    settings: ExploreSettings
+    folder: Path  # where each member's clone of the cache goes
+    fleet: ExploredFleet
+    clean: Fleet | None = None  # the launch that ran clean (parallel: its member 0)
+
+    @property
+    def count(self) -> int:
+        """Members per launch."""
+        return self.fleet.count
 
     # -- the two modes ---------------------------------------------------------------------
 
@@ -157,21 +164,17 @@ class Explorer:
         )
         started = time.monotonic()
         try:
+            run = _Run(exploration, racing, repo, wanted)
             if checked_mode == "parallel":
-                self._parallel(exploration, racing, repo, wanted)
+                self._parallel(run)
             else:
-                self._sequential(exploration, racing, repo, wanted)
+                self._sequential(run)
         finally:
             exploration.seconds = time.monotonic() - started
         return exploration
 
-    def _sequential(
-        self,
-        exploration: Exploration,
-        racing: _Racing,
-        repo: CachedRepo,
-        wanted: list[int] | None,
-    ) -> None:
+    def _sequential(self, run: _Run) -> None:
+        exploration, racing, repo, wanted = run.exploration, run.racing, run.repo, run.wanted
         target = racing.target(repo)
         self._watch(racing.race, target)
         before = len(self.races.controller.accesses)
@@ -198,13 +201,8 @@ class Explorer:
                 if fleet is not None:
                     fleet.stop()
 
-    def _parallel(
-        self,
-        exploration: Exploration,
-        racing: _Racing,
-        repo: CachedRepo,
-        wanted: list[int] | None,
-    ) -> None:
+    def _parallel(self, run: _Run) -> None:
+        exploration, racing, repo, wanted = run.exploration, run.racing, run.repo, run.wanted
         # Launch 1: member 0 clean, the others on the first points (guessed: 1, 2, ... until the
         # clean member says how many there are; a guess past the last point is dropped).
         pending = list(wanted) if wanted is not None else list(range(1, self.count))
@@ -355,15 +353,8 @@ class Explorer:
         servers = [fleet.servers[index] for index in members]
         hit = bool(armed.hits)
         failing = [server for server in servers if not server.ready]
-        outcome: Outcome
-        if not hit:
-            outcome = "not reached"
-        elif not failing:
-            outcome = "survived"
-        elif all(server.state == "undecided" for server in failing):
-            outcome = "undecided"
-        else:
-            outcome = "failed"
+        undecided = bool(failing) and all(server.state == "undecided" for server in failing)
+        outcome = outcome_of(hit, bool(failing), undecided)
         failure = None
         if failing and outcome != "survived":
             failure = failure_line(next((s for s in failing if s.state != "undecided"), failing[0]))

@@ -175,6 +175,17 @@ class Exploration:
         raise AssertionError("\n".join(lines))
 
 
+def outcome_of(hit: bool, failed: bool, undecided: bool = False) -> Outcome:
+    """A point's outcome, by one rule for both ways to explore: *not reached* unless its window
+    met the access (whatever became of the run: it proves nothing), else *failed* (or
+    *undecided*, where the machine was too slow to tell), else *survived*."""
+    if not hit:
+        return "not reached"
+    if not failed:
+        return "survived"
+    return "undecided" if undecided else "failed"
+
+
 def wanted_points(
     points: Sequence[int] | None, settings: ExploreSettings, where: str
 ) -> list[int] | None:
@@ -218,5 +229,6 @@ __all__ = [
     "Outcome",
     "PointOutcome",
     "checked_points",
+    "outcome_of",
     "wanted_points",
 ]

@@ -21,9 +21,9 @@ from pytest_startup_guard.races.exploration import (
     AccessPoint,
     Exploration,
     ExploreSettings,
-    Outcome,
     PointOutcome,
     checked_points,
+    outcome_of,
     wanted_points,
 )
 from pytest_startup_guard.races.roots import PluginRoots
@@ -272,12 +272,9 @@ class HubRace:
             error = _first_line(raised)
         finally:
             self.discard(armed)
-        outcome: Outcome = "failed" if error is not None else "survived"
-        if not armed.hits:
-            outcome = "not reached"  # whatever became of the run: the point proves nothing
         return PointOutcome(
             point,
-            outcome,
+            outcome_of(bool(armed.hits), error is not None),
             bool(armed.hits),
             run,
             (),

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_startup_guard.cache.corruptions import CORRUPTIONS
 from pytest_startup_guard.cache.hubcache import CachedRepo
@@ -127,26 +126,11 @@ def _explore_mode(value: object, where: str) -> Mode | None:
 
 @dataclass
 class Judgement:
-    """What a check concluded, kept for the report."""
+    """What a check concluded, kept for the report (which reads each member from its fleet)."""
 
     passed: bool
     message: str
-    members: list[dict[str, Any]] = field(default_factory=list)
     undecided: bool = False  # failed only because the machine was too slow to decide
-
-
-def _member_facts(server: Server) -> dict[str, Any]:
-    return {
-        "index": server.index,
-        "pid": server.pid,
-        "state": server.state,
-        "ready": server.ready,
-        "seconds_to_ready": server.seconds_to_ready,
-        "returncode": server.returncode,
-        "seconds_to_exit": server.seconds_to_exit,
-        "seconds_waiting": server.seconds_waiting,
-        "hits": len(server.hits),
-    }
 
 
 class StartupCase:
@@ -260,9 +244,7 @@ class StartupCase:
             problems = self._corrupt(fleet)
         verdict = WORDS[self.kind].done
         undecided = bool(problems) and all(problem.startswith(UNDECIDED) for problem in problems)
-        self.judgement = Judgement(
-            not problems, "", [_member_facts(s) for s in fleet.servers], undecided
-        )
+        self.judgement = Judgement(not problems, "", undecided)
         if problems:
             header = (
                 f"startup_case {self.spec.id} on {self.target}: UNDECIDED: the machine was too"
