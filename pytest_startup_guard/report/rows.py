@@ -167,9 +167,10 @@ def _milestones(server: Mapping[str, Any], released: float) -> list[Mark]:
 
 
 def _access_marks(
-    test: Mapping[str, Any], races: Sequence[Mapping[str, Any]]
+    test: Mapping[str, Any], races: Sequence[Mapping[str, Any]], every_access: bool
 ) -> dict[int, list[Mark]]:
-    """Each process's accesses by pid: the hits of every race, then the other accesses."""
+    """Each process's accesses by pid: the hits of every race, then (``every_access``) the
+    other accesses."""
     marks: dict[int, list[Mark]] = {}
     hits: set[tuple[int, float]] = set()
     order = 0
@@ -182,7 +183,7 @@ def _access_marks(
             marks.setdefault(hit["pid"], []).append(Mark(t, "hit", hit, race=name, order=order))
             hits.add((hit["pid"], t))
             order += 1
-    for access in test.get("accesses") or []:
+    for access in test.get("accesses") or [] if every_access else []:
         t = _number(access.get("t"))
         pid = access.get("pid")
         if t is None or not isinstance(pid, int) or (pid, t) in hits:
@@ -190,6 +191,21 @@ def _access_marks(
         kind = "open" if access.get("op") == "open" else "listing"
         marks.setdefault(pid, []).append(Mark(t, kind, access))
     return marks
+
+
+def _first_accesses(
+    test: Mapping[str, Any], races: Sequence[Mapping[str, Any]]
+) -> dict[int, Mapping[str, Any]]:
+    """Each process that touched the cache (a hit counts), by pid: the facts of its first
+    access that names its member (else its first). Which processes get a row does not depend
+    on which marks a view draws."""
+    first: dict[int, Mapping[str, Any]] = {}
+    hits = (hit for race in races for hit in race.get("hits") or [])
+    for access in [*hits, *(test.get("accesses") or [])]:
+        pid = access.get("pid")
+        if isinstance(pid, int) and (pid not in first or not first[pid].get("member")):
+            first[pid] = access
+    return first
 
 
 def _extent(
@@ -224,6 +240,7 @@ class _Activity:
     hello: dict[int, float]  # when each said hello to the controller
     gone: dict[int, float]  # when its connection closed (it exited or exec'd)
     accesses: dict[int, list[Mark]]
+    accessors: dict[int, Mapping[str, Any]]  # each pid that touched the cache: its first access
     end: float  # the last event: a process still running is drawn up to it
 
     def run(self, pid: int, begin: float | None) -> tuple[float, float] | None:
@@ -271,10 +288,9 @@ def _other_rows(
     """A row per other process that said hello or touched the cache: the test process, strays."""
     by_pid = {process["pid"]: process for process in processes}
     rows = []
-    for pid in sorted((set(by_pid) | set(activity.accesses)) - shown):
+    for pid in sorted((set(by_pid) | set(activity.accessors)) - shown):
         process = by_pid.get(pid, {})
-        facts = [process] if process else [mark.facts for mark in activity.accesses[pid]]
-        member = next((f["member"] for f in facts if f.get("member")), None)
+        member = (process or activity.accessors[pid]).get("member") or None
         label = "test" if member == TEST_MEMBER else f"pid {pid}"
         row = ProcessRow("process", label, pid, member, process)
         row.run = activity.run(pid, activity.hello.get(pid))
@@ -306,9 +322,11 @@ def _race_rows(races: Sequence[Mapping[str, Any]], end: float) -> list[RaceRow]:
     ]
 
 
-def timeline_rows(test: Mapping[str, Any]) -> Timeline | None:
+def timeline_rows(test: Mapping[str, Any], *, every_access: bool = True) -> Timeline | None:
     """The timeline of one test (an entry of the JSON report's ``tests[]``), or None when
-    there is nothing to draw: no race and no fleet."""
+    there is nothing to draw: no race and no fleet. A view that marks only the hits (the SVG)
+    passes ``every_access=False``: the rows, zero and extent stay the same, and the other
+    accesses are not made into marks (a chaos run has thousands)."""
     races = list(test.get("races") or [])
     fleets = list(test.get("fleets") or [])
     if not (races or fleets):
@@ -319,7 +337,8 @@ def timeline_rows(test: Mapping[str, Any]) -> Timeline | None:
     activity = _Activity(
         hello={p["pid"]: float(p["hello"]) for p in processes if _is_number(p.get("hello"))},
         gone={p["pid"]: float(p["gone"]) for p in processes if _is_number(p.get("gone"))},
-        accesses=_access_marks(test, races),
+        accesses=_access_marks(test, races, every_access),
+        accessors=_first_accesses(test, races),
         end=end,
     )
     shown: set[int] = set()  # one row per process: a server's child is not a stray as well

@@ -322,7 +322,7 @@ def _place_hits(rows: Sequence[ProcessRow], drawn: Sequence[_Row], zero: float) 
 def timeline_svg(test: Mapping[str, Any]) -> str | None:
     """The start-up of one test (an entry of the JSON report's ``tests[]``) as an inline SVG,
     or None when there is nothing to draw: no race and no fleet."""
-    rows = timeline_rows(test)
+    rows = timeline_rows(test, every_access=False)  # of a process's accesses, it marks the hits
     if rows is None:
         return None
     timeline = _build(rows)

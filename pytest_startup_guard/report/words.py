@@ -51,12 +51,12 @@ EXPLORATION_OUTCOMES = (
 
 def seconds_text(value: object, digits: int = 2) -> str:
     """``1.23 s`` (``digits`` decimals, never ``-0.00 s``), or ``-`` where there is no number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if value.__class__ is bool or not isinstance(value, (int, float)):
         return "-"
     text = f"{value:.{digits}f}"
-    if text.lstrip("-").strip("0.") == "":
-        text = text.lstrip("-")
-    return f"{text} s"
+    if text[0] == "-" and not text.strip("-0."):  # a tiny negative number rounds to -0.00
+        text = text[1:]
+    return text + " s"
 
 
 def who(pid: object, member: object) -> str:
