@@ -1,12 +1,14 @@
 """A tiny HTTP server that loads its config straight from the hub layout, for fast fleet tests.
 
-    python stub_server.py POLICY PORT REPO_ID
+    python stub_server.py POLICY PORT REPO_ID [FIRST_RUN_MARKER]
 
 It opens ``refs/main``, then ``snapshots/<commit>/config.json`` (the accesses races trigger on)
 and serves the config it loaded at every path. POLICY is what it does when loading fails:
 ``naive`` exits 1 naming the file and repo; ``retry`` tries 40 times, 50 ms apart, then does
 the same; ``swallow`` serves a fallback config; ``slow_retry`` retries forever; ``quiet_naive``
-exits 1 saying nothing; ``ignores_cache`` never reads the cache at all.
+exits 1 saying nothing; ``ignores_cache`` never reads the cache at all. With
+FIRST_RUN_MARKER, a start-up that finds no file there creates it and reads its config once more:
+the first start-up makes one access more than every later one.
 """
 
 import http.server
@@ -16,6 +18,7 @@ import sys
 import time
 
 policy, port, repo = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+first_run_marker = sys.argv[4] if len(sys.argv) > 4 else None
 folder = os.path.join(os.environ["HF_HUB_CACHE"], "models--" + repo.replace("/", "--"))
 
 
@@ -26,6 +29,10 @@ def load():
         config = json.load(handle)
     if "model_type" not in config:
         raise ValueError("no model_type")
+    if first_run_marker is not None and not os.path.exists(first_run_marker):
+        open(first_run_marker, "w").close()
+        with open(os.path.join(folder, "snapshots", commit, "config.json")) as handle:
+            handle.read()
     return config
 
 

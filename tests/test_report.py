@@ -302,42 +302,6 @@ def test_failed_race_test_has_a_timeline_and_artifacts(report_pytester: pytest.P
     assert sorted(p["member"] for p in processes) == ["server 0", "server 1"]
 
 
-REREADS = """
-import http.server, json, os, sys, time
-
-port, marker = int(sys.argv[1]), sys.argv[2]
-folder = os.path.join(os.environ["HF_HUB_CACHE"], "models--acme--tiny")
-
-def config_path():
-    with open(os.path.join(folder, "refs", "main")) as ref:
-        return os.path.join(folder, "snapshots", ref.read(), "config.json")
-
-for attempt in range(40):
-    try:
-        path = config_path()
-        with open(path) as handle:
-            body = handle.read().encode()
-        break
-    except OSError:
-        time.sleep(0.05)
-if not os.path.exists(marker):  # only the first start-up reads its config again
-    open(marker, "w").close()
-    with open(path) as handle:
-        handle.read()
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
-"""
-
 EXPLORED = """
 import sys
 from pytest_startup_guard import ready
@@ -346,7 +310,8 @@ from common import CONFIG
 def explore(hub_cache, server_fleet, marker):
     repo = hub_cache.add_model("acme/tiny", CONFIG)
     return server_fleet.explore(
-        [sys.executable, "rereads.py", "{port}", marker], "pointer_swap", repo, "config.json",
+        [sys.executable, "stub.py", "retry", "{port}", "acme/tiny", marker],
+        "pointer_swap", repo, "config.json",
         ready=ready.http("/"), timeout=20, hold=0.2,
     )
 
@@ -368,7 +333,7 @@ def test_an_exploration_reports_every_outcome_of_its_points(
 ) -> None:
     """Only the clean start-up re-reads its config: the third access point is never reached
     again, which the summary, the JSON report and the HTML report say, not just "0 failed"."""
-    report_pytester.makepyfile(rereads=REREADS, test_explored=EXPLORED)
+    report_pytester.makepyfile(test_explored=EXPLORED)
     result = report_pytester.runpytest_subprocess(
         "-p", "startup_guard", "-v", "--startup-guard-report=report.json",
         "--startup-guard-html=report.html",

@@ -33,8 +33,9 @@ class ExploreRequest:
 
 
 def check_mode(mode: object, where: str) -> Mode:
-    if mode == "parallel" or mode == "sequential":
-        return mode
+    for known in FLEET_MODES:
+        if mode == known:
+            return known
     raise StartupGuardError(
         f"invalid mode={mode!r} for {where}: expected 'parallel' (a clone of the cache and a"
         " point per member) or 'sequential' (the whole fleet on one cache, a point per launch)"
@@ -50,4 +51,4 @@ def failure_line(server: Server) -> str:
     return f"server {server.index}: {status}" + (f": {error[:200]}" if error else "")
 
 
-__all__ = ["FLEET_MODES", "ExploreRequest", "check_mode", "failure_line"]
+__all__ = ["ExploreRequest", "check_mode", "failure_line"]

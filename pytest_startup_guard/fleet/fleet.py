@@ -113,7 +113,8 @@ def runs_python(program: str) -> bool:
 # answered, wrongly), exited before it was ready, hung (not ready at the time-out, having had
 # its time), undecided (the machine never gave it its time), or stopped before any of these.
 ServerState = Literal["starting", "ready", "rejected", "exited", "hung", "undecided", "stopped"]
-SETTLED_STATES: tuple[ServerState, ...] = ("ready", "rejected", "hung", "undecided", "stopped")
+# The states whose status is followed by the exit code, where there is one (an exit names it).
+EXIT_CODE_NOTED: tuple[ServerState, ...] = ("ready", "rejected", "hung", "undecided", "stopped")
 
 
 def _no_hits(server: Server) -> list[Hit]:
@@ -188,7 +189,7 @@ class Server:
             status = f"UNDECIDED: the machine was too slow to decide ({self.reason})"
         else:
             status = self.state
-        if self.returncode is not None and self.state in SETTLED_STATES:
+        if self.returncode is not None and self.state in EXIT_CODE_NOTED:
             status += f"; exit code {self.returncode}"
         return status
 
