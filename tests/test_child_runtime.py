@@ -289,3 +289,19 @@ def test_a_failing_exit_skips_the_collector_and_keeps_exit_code_and_handlers(
         """
     )
     guard_pytester.runpytest_subprocess("-p", "startup_guard").assert_outcomes(passed=2)
+
+
+def test_a_listener_that_cannot_listen_is_refused_where_it_is_given() -> None:
+    from pytest_startup_guard import RuntimeController
+
+    with RuntimeController() as controller:
+        with pytest.raises(
+            TypeError,
+            match=r"invalid listener 3 for child_runtime.subscribe\(\): expected a RuntimeListener",
+        ):
+            controller.subscribe(3)  # type: ignore[arg-type]
+        with pytest.raises(
+            TypeError,
+            match=r"invalid listener 'x' for child_runtime.add_listener\(\): expected a function",
+        ):
+            controller.add_listener("x")  # type: ignore[arg-type]

@@ -353,7 +353,7 @@ def test_a_race_given_the_other_kind_of_target_names_itself(tmp_path: Path) -> N
     """``@Race.takes`` narrows once: a hub race handed a path is a clear TypeError, never an
     AttributeError in its body; a path race handed a hub file likewise."""
     from pytest_startup_guard.cache.hubcache import FakeHubCache
-    from pytest_startup_guard.races.base import PathTarget, RaceTarget
+    from pytest_startup_guard.races.base import PathTarget, Race, RaceTarget
     from pytest_startup_guard.races.catalog import RACES
 
     path = PathTarget(path=tmp_path / "kernel.json", root=tmp_path, root_name="tmp_path")
@@ -368,3 +368,5 @@ def test_a_race_given_the_other_kind_of_target_names_itself(tmp_path: Path) -> N
     ):
         RACES["file_replace"]().open(RaceTarget.of(repo, "config.json", None))
     assert json.loads(repo.pointer("config.json").read_text()) == {"model_type": "gpt2"}
+    with pytest.raises(TypeError, match=r"invalid kind <class 'int'> for Race.takes\(\): expected"):
+        Race.takes(int)  # type: ignore[type-var]

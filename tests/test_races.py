@@ -61,7 +61,7 @@ if __name__ == "__main__":
     child_main()
 '''
 
-SIGNATURES = """
+SIGNATURES = r"""
 import json, os, subprocess, sys
 import pytest
 from pytest_startup_guard import on_access
@@ -145,10 +145,22 @@ def test_explore_a_point_never_reached_proves_nothing(hub_cache, hub_race):
         if len(runs) == 1:  # only the clean run reads the config
             load_config()
     exploration = hub_race.explore("pointer_swap", repo, "config.json", startup, hold=0.2)
+    assert len(runs) == 4  # the clean run, then one per point: none of them read the repo
     assert [p.outcome for p in exploration.points] == ["not reached"] * 3
     assert not any(p.hit for p in exploration.points)
     with pytest.raises(AssertionError, match="did not survive the race at 3 of 3 access points"):
         exploration.assert_all_survived()
+
+def test_explore_refuses_bad_points_before_the_start_up_runs(hub_cache, hub_race):
+    repo = hub_cache.add_model("acme/tiny", CONFIG)
+    runs = []
+    for points, message in [
+        ([0], r"invalid points\[0\]=0 for hub_race.explore\(\): expected a whole number >= 1"),
+        ("1", r"invalid points='1' for hub_race.explore\(\): expected a list of access point"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            hub_race.explore("pointer_swap", repo, "config.json", lambda: runs.append(1), points=points)
+    assert runs == []
 """
 
 
@@ -164,7 +176,7 @@ def test_deterministic_triggers_give_each_real_signature(race_pytester: pytest.P
     result = race_pytester.runpytest_subprocess(
         "-p", "startup_guard", "-s", "-p", "no:cacheprovider"
     )
-    result.assert_outcomes(passed=9)
+    result.assert_outcomes(passed=10)
     result.stdout.fnmatch_lines(
         [
             "*explore pointer_swap on config.json of acme/tiny@main: 3 of 3 access points"

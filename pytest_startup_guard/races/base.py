@@ -148,6 +148,11 @@ class Race:
         """Decorate a method written for one kind of target (``RaceTarget`` or ``PathTarget``)
         so that it takes a ``Target``, as ``Race``'s do: a target of another kind is a
         ``TypeError`` naming the race, never an ``AttributeError`` deep in its body."""
+        if kind not in (RaceTarget, PathTarget):
+            raise TypeError(
+                f"invalid kind {kind!r} for Race.takes(): expected RaceTarget (a hub repo's"
+                " file) or PathTarget (a path, for a race with on_paths = True)"
+            )
 
         def decorate(
             method: Callable[Concatenate[RaceT, TargetT, Params], Result],

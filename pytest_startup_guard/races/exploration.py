@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pytest_startup_guard.checks import whole_number
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
 from pytest_startup_guard.races.armed import Hit
 
 Mode = Literal["in-process", "parallel", "sequential"]
@@ -195,7 +195,7 @@ def wanted_points(
     if points is None:
         return None
     if isinstance(points, (str, bytes)) or not isinstance(points, Sequence):
-        raise StartupGuardError(
+        raise InvalidArgumentError(
             f"invalid points={points!r} for {where}: expected a list of access point numbers"
             " (1 is the first access) or None for every point"
         )

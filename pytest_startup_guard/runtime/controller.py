@@ -340,6 +340,12 @@ class RuntimeController:
 
     def subscribe(self, listener: RuntimeListener) -> None:
         """``listener`` hears every event from now on (``RuntimeListener``)."""
+        if not isinstance(listener, RuntimeListener):
+            raise TypeError(
+                f"invalid listener {listener!r} for child_runtime.subscribe(): expected a"
+                " RuntimeListener (subclass it, override on_access, on_bind, on_release or"
+                " on_gone); for a plain function of each access use add_listener(fn)"
+            )
         with self._lock:
             self._listeners.append(listener)
 
@@ -350,6 +356,11 @@ class RuntimeController:
 
     def add_listener(self, listener: AccessListener) -> None:
         """``listener(event)`` runs before every watched access is allowed to proceed."""
+        if not callable(listener):
+            raise TypeError(
+                f"invalid listener {listener!r} for child_runtime.add_listener(): expected a"
+                " function of one AccessEvent"
+            )
         self.subscribe(_AccessCallback(listener))
 
     def remove_listener(self, listener: AccessListener) -> None:
