@@ -15,15 +15,22 @@ A process started with ``STARTUP_GUARD_PLAN`` in its environment imports this mo
 - when it is exiting with a failure (an uncaught exception, or ``sys.exit`` with a non-zero
   status), freezes the garbage collector after every exit handler of the program has run, so
   that finalization does not trace every object again: a server that imported transformers
-  spent about 200 ms of its exit there, longer than it took to fail (``_freeze_failing_exit``).
+  spent about 200 ms of its exit there, longer than it took to fail (``_freeze_failing_exit``);
+- says bye when it exits (after every exit handler of the program, or in ``os._exit``, which
+  forked workers end with): the exit status when it knows it and the cause, its first
+  uncaught exception (``_watch_exit``);
+- tells the controller the exit code of every child it reaps (``os.waitpid`` and its kin are
+  wrapped): a supervisor's wait is the truth about a worker, also one killed by a signal.
 
 The test process uses the same hook for its own accesses (``activate_in_process``), with the
 controller called directly instead of through the socket.
 
 Built-in modules only (``_socket``, ``_thread``, ``_signal``, ``marshal``, ``select``,
-``faulthandler``, ``atexit``, ``gc``): it runs in every process under test before user code, and json, socket,
-threading or typing would add tens of milliseconds to each start-up. Every module it needs is
-imported up front: an import inside an audit hook nests dozens of events.
+``faulthandler``, ``atexit``, ``gc``): it runs in every process under test before user code, and
+json, socket, threading or typing would add tens of milliseconds to each start-up. Every module
+it needs is imported up front: an import inside an audit hook nests dozens of events. What it
+wraps of other modules it wraps where they are already loaded (multiprocessing's worker
+bootstrap: in a fork, or once a spawned worker has imported it), never by importing them.
 """
 
 from __future__ import annotations
@@ -62,9 +69,15 @@ if TYPE_CHECKING:
 # are told apart only where an open's path is not a str, off the path of a common open.
 BIND_EVENT = "socket.bind"
 # Raised by the interpreter right before it prints an uncaught exception: the process fails.
+# (A thread's uncaught exception raises no audit event: ``_thread._excepthook`` is wrapped.)
 EXCEPTHOOK_EVENT = "sys.excepthook"
 _HOOKED_EVENTS = ACCESS_EVENTS | {BIND_EVENT, EXCEPTHOOK_EVENT}
 _MAX_BIND_WAIT = 0.05  # seconds: the longest a single "wait" answer may make a bind sleep
+_BYE_WAIT = 0.2  # seconds: the longest an exit waits for another thread's message to go first
+_NOTICE_TIMEOUT = 1.0  # seconds: the longest a message without reply may take to send
+MAX_CAUSE = 500  # characters of a cause ("TypeName: message") sent in a bye
+# The command line of a multiprocessing spawn worker (CPython 3.8-3.14, spawn.get_command_line).
+_SPAWN_MAIN = "from multiprocessing.spawn import spawn_main"
 
 # SIGURG's default action is to ignore it: a dump request that reaches a process before it
 # registered its handler (or after an exec reset it) can never kill that process.
@@ -81,6 +94,11 @@ class _Client:
         self.sock.settimeout(float(plan.get("reply_timeout", 30.0)))
         self.sock.connect(plan["socket"])
         self.reader = FrameReader()
+        self.pending: list[bytes] = []  # notices that found the connection busy (``notify``)
+
+    def _take_pending(self) -> bytes:
+        pending, self.pending = self.pending, []
+        return b"".join(pending)
 
     def _receive(self, sock: _socket.socket) -> bytes | None:
         while True:
@@ -105,7 +123,7 @@ class _Client:
             try:
                 if timeout is not None:
                     sock.settimeout(timeout)
-                sock.sendall(encode(message))
+                sock.sendall(self._take_pending() + encode(message))
                 if message.get("noreply"):
                     return {}
                 payload = self._receive(sock)
@@ -118,6 +136,29 @@ class _Client:
                 # The test side is gone or stuck: carry on unobserved rather than hang or fail.
                 self.close()
                 return None
+
+    def notify(self, message: dict[str, Any], wait: float = 0.0) -> None:
+        """Send a message that gets no reply, never waiting for another sender longer than
+        ``wait``: a signal handler (a supervisor reaping on SIGCHLD) may run while its own thread
+        holds the connection, so a busy connection queues the message for the next one."""
+        message["noreply"] = True
+        frame = encode(message)
+        acquired = self.lock.acquire(True, wait) if wait > 0 else self.lock.acquire(False)
+        if not acquired:
+            self.pending.append(frame)
+            return
+        try:
+            sock = self.sock
+            if sock is None:
+                return
+            try:
+                sock.settimeout(_NOTICE_TIMEOUT)
+                sock.sendall(self._take_pending() + frame)
+                sock.settimeout(float(self.plan.get("reply_timeout", 30.0)))
+            except OSError:
+                self.close()
+        finally:
+            self.lock.release()
 
     def close(self) -> None:
         sock, self.sock = self.sock, None
@@ -142,6 +183,12 @@ class _State:
     fork_handler_installed = False
     owner_pid = 0  # the pid the in-process sink belongs to
     failing = False  # an uncaught exception or a failing sys.exit: it exits with a failure
+    exit_watched = False  # sys.exit, os._exit, the waits and the exit handler are wrapped
+    main_tid = 0  # the thread that runs the program: a sys.exit elsewhere ends only a thread
+    exit_status: int | None = None  # the status it is exiting with, where it knows it
+    cause: str | None = None  # its first uncaught exception, "TypeName: message"
+    said_bye = False
+    spawned_worker = False  # a multiprocessing spawn worker whose bootstrap is not wrapped yet
 
 
 _state = _State()
@@ -187,12 +234,40 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 def _rare_event(event: str, args: tuple[Any, ...]) -> None:
-    """A bind (reported when asked) or an uncaught exception (the process fails)."""
+    """A bind (reported when asked) or an uncaught exception (the process fails); in a spawned
+    multiprocessing worker, the first events after it loaded multiprocessing (the open of
+    its pipe from the parent is one) wrap the bootstrap of its process object."""
     if event == BIND_EVENT:
         if _state.binds:
             _report_bind(args)
-    elif event == EXCEPTHOOK_EVENT and _state.plan is not None:
-        _state.failing = True
+    elif event == EXCEPTHOOK_EVENT:
+        if _state.plan is not None:
+            _state.failing = True
+            if len(args) >= 3:  # (hook, type, value, traceback)
+                _note_uncaught(args[1], args[2], main=True)
+    elif _state.spawned_worker:
+        _watch_multiprocessing()
+
+
+def _note_uncaught(exc_type: Any, value: Any, main: bool) -> None:
+    """An uncaught exception: the first is the cause; in the main thread it ends the process
+    (with status 1, or by SIGINT for a KeyboardInterrupt, as the interpreter does)."""
+    if main:
+        interrupted = isinstance(exc_type, type) and issubclass(exc_type, KeyboardInterrupt)
+        _state.exit_status = -_signal.SIGINT if interrupted else 1
+    if _state.cause is None:
+        _state.cause = describe_exception(exc_type, value)
+
+
+def describe_exception(exc_type: Any, value: Any) -> str:
+    """``TypeName: message`` on one line, at most ``MAX_CAUSE`` characters."""
+    name = getattr(exc_type, "__name__", None) or type(value).__name__
+    try:
+        message = str(value)
+    except Exception:  # a broken __str__ must not break the exit
+        message = ""
+    line = " ".join(f"{name}: {message}".split()) if message else str(name)
+    return line if len(line) <= MAX_CAUSE else line[: MAX_CAUSE - 3] + "..."
 
 
 def _client_sink(event: str, path: str) -> None:
@@ -337,13 +412,16 @@ def _wait_at_barrier(fifo: str, timeout: float) -> float:
 
 
 def _after_fork() -> None:
-    """A forked child is a new process under test: new identity, connection and dump file."""
+    """A forked child is a new process under test: new identity, connection and dump file,
+    and an exit of its own (no status, cause or bye yet)."""
     set_unobserved(False)
     inherited = _state.client
     _state.client = None
     if inherited is not None:
         inherited.sock = None  # the parent's connection: leave it to the parent
     _state.prefixes, _state.sink, _state.binds = (), None, False
+    _state.main_tid, _state.said_bye = _thread.get_ident(), False
+    _state.exit_status, _state.cause, _state.failing = None, None, False
     if _state.plan is None:
         if _state.owner_pid == 0:
             return  # nothing was active in the parent
@@ -354,9 +432,12 @@ def _after_fork() -> None:
             return
         _state.plan = plan
         _state.member = os.environ.get(MEMBER_ENV)
+        _watch_exit()
     _set_ancestry((*_state.ancestry, os.getppid()))
     _register_dump(_state.plan)
     _hello(forked=True)
+    if "multiprocessing.process" in sys.modules:  # a fork worker's bootstrap comes next
+        _watch_multiprocessing()
 
 
 def _set_ancestry(ancestors: tuple[int, ...]) -> None:
@@ -379,6 +460,10 @@ def _is_multiprocessing_helper() -> bool:
     return any("resource_tracker import main" in arg or "semaphore_tracker" in arg for arg in argv)
 
 
+def _is_spawned_worker() -> bool:
+    return any(_SPAWN_MAIN in arg for arg in getattr(sys, "orig_argv", sys.argv))
+
+
 def boot() -> None:
     """Entry point of a child process with a plan (called from the .pth line via ``_boot``)."""
     if _state.plan is not None:
@@ -394,27 +479,187 @@ def boot() -> None:
     _set_ancestry(tuple(int(pid) for pid in inherited.split(",") if pid.isdigit()))
     _register_dump(plan)
     _hello(forked=False)
+    _state.spawned_worker = _is_spawned_worker()
     _install_hook()
-    _watch_failing_exit()
+    _watch_exit()
 
 
-def _watch_failing_exit() -> None:
-    """Note a failing ``sys.exit``, and freeze the collector at the very end of a failing exit.
+def _watch_exit() -> None:
+    """Learn how this process ends and tell the controller; see its children's ends.
 
-    The exit handler is registered before any user code, so it runs after every exit handler
-    of the program. ``sys.exit`` is wrapped rather than hooked: no audit event tells its status,
-    and console scripts end with ``sys.exit(main())``.
+    - ``sys.exit`` is wrapped rather than hooked (no audit event tells its status, and console
+      scripts end with ``sys.exit(main())``): the status of the main thread's last call is the
+      exit status (a ``raise SystemExit(3)`` of its own is not seen: the status stays unknown);
+      a failing one also freezes the collector at the very end (``_freeze_failing_exit``);
+    - the exit handler is registered before any user code, so it runs after every exit handler
+      of the program: it says bye (``_say_bye``); ``os._exit``, which skips the exit handlers
+      (multiprocessing's fork workers end with it), says bye with its status first;
+    - ``_thread._excepthook``, what ``threading.excepthook`` is once threading is imported,
+      notes the cause of a thread's uncaught exception (no audit event tells it);
+    - ``os.waitpid``, ``os.wait``, ``os.wait3``, ``os.wait4`` and ``os.waitid`` report each child
+      they reap (``_report_reaped``); what they return or raise is unchanged.
     """
-    original = sys.exit
+    if _state.exit_watched:
+        return
+    _state.exit_watched = True
+    _state.main_tid = _thread.get_ident()
+    original_exit = sys.exit
 
     def exit(status: Any = None) -> NoReturn:
+        if _thread.get_ident() == _state.main_tid:
+            _state.exit_status = exit_status_of(status)
         if status is not None and status != 0:
             _state.failing = True
-        original(status)
+        original_exit(status)
 
-    exit.__doc__ = original.__doc__
+    exit.__doc__ = original_exit.__doc__
     sys.exit = exit
-    atexit.register(_freeze_failing_exit)
+
+    original_os_exit = os._exit
+
+    def _exit(status: int) -> NoReturn:
+        if type(status) is int:
+            _say_bye(status & 0xFF)
+        original_os_exit(status)
+
+    _exit.__doc__ = original_os_exit.__doc__
+    os._exit = _exit
+    for name in ("waitpid", "wait", "wait3", "wait4"):
+        wait = getattr(os, name, None)
+        if wait is not None:
+            setattr(os, name, _reporting(wait))
+    waitid = getattr(os, "waitid", None)
+    if waitid is not None:
+        os.waitid = _reporting_waitid(waitid)
+    thread_hook = getattr(_thread, "_excepthook", None)
+    if thread_hook is not None:
+        _thread._excepthook = _noting_thread_failures(thread_hook)
+    atexit.register(_at_exit)
+
+
+def exit_status_of(status: Any) -> int:
+    """The status a process exits with after ``sys.exit(status)``."""
+    if status is None:
+        return 0
+    if isinstance(status, int):
+        return status & 0xFF
+    return 1  # an object: printed, and the process fails
+
+
+def _at_exit() -> None:
+    _say_bye(_state.exit_status)
+    _freeze_failing_exit()
+
+
+def _say_bye(code: int | None) -> None:
+    """Tell the controller this process is ending, once: ``code`` and its first uncaught
+    exception. Never raises, and waits at most ``_BYE_WAIT`` for another thread's message."""
+    client = _state.client
+    if _state.said_bye or client is None:
+        return
+    _state.said_bye = True
+    try:
+        message = {"op": "bye", "pid": os.getpid(), "t": time.monotonic()}
+        client.notify({**message, "code": code, "cause": _state.cause}, wait=_BYE_WAIT)
+    except Exception:  # nothing here may ever break an exit
+        pass
+
+
+def _reporting(wait: Callable[..., Any]) -> Callable[..., Any]:
+    """``os.waitpid`` and its kin (their results start with ``(pid, status)``), reporting."""
+
+    def reporting_wait(*args: Any, **kwargs: Any) -> Any:
+        result = wait(*args, **kwargs)
+        try:
+            _report_reaped(result[0], os.waitstatus_to_exitcode(result[1]))
+        except Exception:  # nothing was reaped (pid 0), a stopped child, or no controller
+            pass
+        return result
+
+    reporting_wait.__name__ = reporting_wait.__qualname__ = wait.__name__
+    reporting_wait.__doc__ = wait.__doc__
+    return reporting_wait
+
+
+def _reporting_waitid(waitid: Callable[..., Any]) -> Callable[..., Any]:
+    """``os.waitid``, reporting: only an exit or a kill, and not with ``WNOWAIT`` (no reap)."""
+
+    def reporting_waitid(*args: Any, **kwargs: Any) -> Any:
+        result = waitid(*args, **kwargs)
+        try:
+            options = args[2] if len(args) > 2 else kwargs.get("options", 0)
+            if result is not None and not options & os.WNOWAIT:
+                if result.si_code == os.CLD_EXITED:
+                    _report_reaped(result.si_pid, result.si_status)
+                elif result.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+                    _report_reaped(result.si_pid, -result.si_status)
+        except Exception:
+            pass
+        return result
+
+    reporting_waitid.__name__ = reporting_waitid.__qualname__ = waitid.__name__
+    reporting_waitid.__doc__ = waitid.__doc__
+    return reporting_waitid
+
+
+def _report_reaped(pid: int, code: int) -> None:
+    """This process reaped child ``pid``: it exited with ``code`` (negative: that signal)."""
+    client = _state.client
+    if pid > 0 and client is not None:
+        message = {"op": "reaped", "pid": pid, "code": code, "t": time.monotonic()}
+        client.notify({**message, "by": os.getpid()})
+
+
+def _noting_thread_failures(hook: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def _excepthook(args: Any, /) -> Any:
+        try:
+            if not issubclass(args.exc_type, SystemExit):  # the hook ignores those too
+                _note_uncaught(args.exc_type, args.exc_value, main=False)
+        except Exception:
+            pass
+        return hook(args)
+
+    _excepthook.__doc__ = hook.__doc__
+    return _excepthook
+
+
+def _watch_multiprocessing() -> None:
+    """Note the exception that ends a multiprocessing worker as its cause.
+
+    ``BaseProcess._bootstrap`` catches what the target raises, prints it and returns 1: no
+    hook sees it. Its ``run`` is wrapped, on the worker's own process object, to note the
+    exception on its way there. Called where ``multiprocessing.process`` is already loaded (a
+    fork; in a spawned worker, once it loaded it), never importing it.
+    """
+    module = sys.modules.get("multiprocessing.process")
+    base = getattr(module, "BaseProcess", None)
+    if base is None:
+        return  # not loaded yet, or still loading
+    _state.spawned_worker = False
+    bootstrap = base.__dict__.get("_bootstrap")
+    if bootstrap is None or getattr(bootstrap, "startup_guard", False):
+        return
+
+    def _bootstrap(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            run = self.run
+
+            def run_noting_its_failure() -> Any:
+                try:
+                    return run()
+                except Exception as error:  # what _bootstrap catches: the worker fails
+                    if _state.cause is None:
+                        _state.cause = describe_exception(type(error), error)
+                    raise
+
+            self.run = run_noting_its_failure
+        except Exception:
+            pass
+        return bootstrap(self, *args, **kwargs)
+
+    _bootstrap.startup_guard = True  # type: ignore[attr-defined]
+    _bootstrap.__doc__ = bootstrap.__doc__
+    base._bootstrap = _bootstrap
 
 
 def _freeze_failing_exit() -> None:

@@ -11,6 +11,13 @@ Once ``report_binds`` was called, processes that say hello from then on also rep
 ``host:port``, kept in ``binds``, not in ``accesses``); a bind listener may answer with a number
 of seconds to wait, and the child asks again after that long (the controller's thread is
 never blocked by it).
+
+How each process ended is told twice: by the process itself (``bye``: its exit status when it
+knows it, and the cause, its first uncaught exception) and by its Python parent when that
+reaps it (``reaped``: the exit code, negative for a signal, as ``Popen.returncode``), which is
+the truth and wins. ``fate(pid)`` is the latest record of a pid once it ended; a pid that says
+hello again without having ended exec'd (``exec_t``): that is not an exit. Reaps of children
+that never said hello (not Python, or not under the plan) are kept in ``reaped``.
 """
 
 from __future__ import annotations
@@ -58,6 +65,15 @@ class ProcessRecord:
     held: bool = False
     released_t: float | None = None
     gone_t: float | None = None  # its connection closed: it exited or exec'd
+    exit_code: int | None = None  # negative: the signal that ended it; None: not known
+    exit_known: str = ""  # where exit_code is from: "reaped" (its parent's wait, the truth,
+    # wins), "bye" (the status it said it exits with), or "" (not known)
+    cause: str | None = None  # its first uncaught exception: "TypeName: message"
+    bye_t: float | None = None  # it said bye: it was exiting
+    bye_code: int | None = None  # the status it said it exits with (None: it did not know)
+    reaped_t: float | None = None  # its parent reaped it
+    ended_t: float | None = None  # the earliest of bye_t, reaped_t and gone_t (not an exec)
+    exec_t: float | None = None  # it exec'd: the hello of the program that replaced it
 
     @property
     def member_index(self) -> int | None:
@@ -108,6 +124,10 @@ class AccessEvent:
         return self.path.rsplit(":", 1)[0].removeprefix("[").removesuffix("]")
 
 
+def _ended(record: ProcessRecord, t: float) -> None:
+    record.ended_t = t if record.ended_t is None else min(record.ended_t, t)
+
+
 def bind_path(host: str, port: int) -> str:
     """``127.0.0.1:8000``, ``[::1]:8000``: the path of a bind event."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -153,6 +173,7 @@ class _Connection:
     sock: socket.socket
     reader: FrameReader
     pid: int | None = None
+    record: ProcessRecord | None = None  # of its hello: an exec'd pid has a newer one
 
 
 @dataclass
@@ -228,6 +249,8 @@ class RuntimeController:
         self.history: list[ProcessRecord] = []  # every hello, also of pids seen twice (exec)
         self.accesses: list[AccessEvent] = []
         self.binds: list[AccessEvent] = []  # socket.bind events, once report_binds() was called
+        # Children reaped by a Python parent that never said hello: pid -> (exit code, t).
+        self.reaped: dict[int, tuple[int, float]] = {}
         self.errors: list[str] = []
         self._listeners: list[RuntimeListener] = []
         self._report_binds = False
@@ -448,6 +471,22 @@ class RuntimeController:
                 and record.member_index is not None
             }
 
+    def fate(self, pid: int, timeout: float = 0.0) -> ProcessRecord | None:
+        """The latest record of ``pid`` (None if it never said hello), once everything it said
+        has been heard (its connection closed), waiting up to ``timeout`` seconds for that.
+
+        ``exit_code`` is then what it said at its exit, unless its parent's reap told more:
+        a parent under the plan reports before it exits itself, so wait for the parent's fate
+        first where the reap matters (a worker killed by a signal says no bye)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                record = self.processes.get(pid)
+                remaining = deadline - time.monotonic()
+                if (record is not None and record.gone_t is not None) or remaining <= 0:
+                    return record
+                self._arrival.wait(min(remaining, 0.05))
+
     def accesses_of(self, pid: int) -> list[AccessEvent]:
         with self._lock:
             return [event for event in self.accesses if event.pid == pid]
@@ -540,9 +579,12 @@ class RuntimeController:
         connection.sock.close()
         if connection.pid is not None:
             with self._lock:
-                record = self.processes.get(connection.pid)
+                record = connection.record
                 if record is not None and record.gone_t is None:
                     record.gone_t = time.monotonic()
+                    if record.exec_t is None:  # an exec is no end: its pid goes on
+                        _ended(record, record.gone_t)
+                self._arrival.notify_all()
                 for listener in list(self._listeners):
                     try:
                         listener.on_gone(connection.pid)
@@ -580,6 +622,10 @@ class RuntimeController:
             with self._lock:
                 if connection.pid in self.processes:
                     self.processes[connection.pid].released_t = float(message["t"])
+        elif op == "bye":  # a notice: no reply
+            self._bye(connection, message)
+        elif op == "reaped":  # a notice: no reply
+            self._reaped(message)
         else:
             raise ValueError(f"unknown message {op!r}")
 
@@ -597,8 +643,18 @@ class RuntimeController:
             dump_path=message.get("dump"),
         )
         connection.pid = pid
+        connection.record = record
         barrier = None
         with self._lock:
+            previous = self.processes.get(pid)
+            if (
+                previous is not None
+                and not record.forked
+                and previous.bye_t is None
+                and previous.reaped_t is None
+            ):  # the same process, exec'd into another program (a reused pid had ended)
+                previous.exec_t = record.hello_t
+                previous.ended_t = None
             self.processes[pid] = record
             self.history.append(record)
             if member and not record.forked and ":" in member:
@@ -613,6 +669,38 @@ class RuntimeController:
                         barrier = group
             reply = self._hello_reply(barrier)
         connection.sock.sendall(reply)
+
+    def _bye(self, connection: _Connection, message: dict[str, Any]) -> None:
+        """The process is exiting: the status it knows (None if not) and its first uncaught
+        exception. A reap of it, earlier or later, wins over the status it said."""
+        pid = int(message["pid"])
+        code = message.get("code")
+        cause = message.get("cause")
+        t = float(message["t"])
+        with self._lock:
+            record = connection.record or self.processes.get(pid)
+            if record is None or record.bye_t is not None:
+                return
+            record.bye_t = t
+            record.bye_code = int(code) if code is not None else None
+            if cause is not None and record.cause is None:
+                record.cause = str(cause)
+            if record.bye_code is not None and record.exit_known != "reaped":
+                record.exit_code, record.exit_known = record.bye_code, "bye"
+            _ended(record, t)
+            self._arrival.notify_all()
+
+    def _reaped(self, message: dict[str, Any]) -> None:
+        """A Python parent reaped ``pid``: its exit code (negative: the signal), the truth."""
+        pid, code, t = int(message["pid"]), int(message["code"]), float(message["t"])
+        with self._lock:
+            record = self.processes.get(pid)  # the latest: an exec'd pid ends as its last program
+            if record is None:
+                self.reaped[pid] = (code, t)
+            else:
+                record.exit_code, record.exit_known, record.reaped_t = code, "reaped", t
+                _ended(record, t)
+            self._arrival.notify_all()
 
     def _member_of(self, pid: int) -> str | None:
         with self._lock:

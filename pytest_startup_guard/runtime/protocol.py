@@ -4,7 +4,15 @@ Transport: a Unix stream socket, one connection per process. A message is a dict
 values (str, int, float, bool, None, lists and dicts of them), sent as a 4-byte big-endian
 length and the ``marshal`` of the dict. Every message from a child gets exactly one reply, so a
 child that reports an access waits until the test side has done what it wanted to do at that
-access (open a race window): that wait is what makes a trigger deterministic.
+access (open a race window): that wait is what makes a trigger deterministic. Notices, marked
+``noreply``, get none:
+
+- ``released``: ``t``, when a fleet member left the start barrier;
+- ``bye``: ``pid``, ``t``, ``code`` (the exit status the process knows it exits with, or None)
+  and ``cause`` (its first uncaught exception, ``"TypeName: message"``, or None): sent once, as
+  the process exits;
+- ``reaped``: ``pid`` (a child), ``code`` (``os.waitstatus_to_exitcode``: negative for a
+  signal), ``t`` and ``by`` (the reaping parent): sent by a parent when its wait reaped a child.
 
 Children import this at boot, before any user code: it uses built-in modules only (``marshal``,
 ``_socket``), no json, socket or typing, which would cost tens of milliseconds per process.
@@ -21,7 +29,7 @@ if TYPE_CHECKING:
 PLAN_ENV = "STARTUP_GUARD_PLAN"  # hex of a marshalled dict: socket, dumps, timeouts
 MEMBER_ENV = "STARTUP_GUARD_MEMBER"  # "<group>:<index>" for fleet members and their descendants
 ANCESTRY_ENV = "STARTUP_GUARD_ANCESTRY"  # comma-separated pids of the Python ancestors under test
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3  # 3: bye and reaped
 _MARSHAL_VERSION = 4  # stable for plain values across CPython 3.x
 
 # The audit events that count as an access of the cache. Stat-like calls (os.stat, os.lstat,
