@@ -238,11 +238,14 @@ def child_runtime(
     from pytest_startup_guard.runtime.controller import RuntimeController
 
     controller = RuntimeController().start()
-    _record(request).controller = controller
-    for name in ("hub_cache", "shared_hub_cache"):
-        if name in request.fixturenames:
-            controller.watch(request.getfixturevalue(name).root)
+    # The plan's folder (sg-* in the temp dir) goes also when pytest dies without teardown.
+    reaper = _reaper(request.config)
     try:
+        reaper.add_folder(controller.folder)
+        _record(request).controller = controller
+        for name in ("hub_cache", "shared_hub_cache"):
+            if name in request.fixturenames:
+                controller.watch(request.getfixturevalue(name).root)
         with monkeypatch.context() as patch:
             for key, value in controller.env.items():
                 patch.setenv(key, value)
@@ -250,6 +253,7 @@ def child_runtime(
         problems = controller.unreached_expected() + controller.errors
     finally:
         controller.close()
+        reaper.remove_folder(controller.folder)
     if problems:
         pytest.fail("startup-guard child runtime:\n" + "\n".join(problems), pytrace=False)
 
@@ -298,6 +302,8 @@ REAPER_KEY = pytest.StashKey["Reaper"]()
 
 
 def _reaper(config: pytest.Config) -> Reaper:
+    """This pytest process's reaper; its process starts with the first registration (the first
+    ``child_runtime``, for its plan folder) and ends at ``pytest_unconfigure``."""
     from pytest_startup_guard.fleet.reaper import Reaper
 
     if REAPER_KEY not in config.stash:
