@@ -334,7 +334,8 @@ def server_fleet(
     """Launch N real server processes at once: ``server_fleet.launch(argv, count=4, ready=...)``.
 
     Members get the test's ``hub_cache`` env (or ``cache=``), the race plan, then ``env=``.
-    Every process tree is ended at teardown (SIGTERM, SIGKILL after 5 s), also when pytest
+    A worker of a ready member that died and that no check reported fails the test at
+    teardown. Every process tree is ended at teardown (SIGTERM, SIGKILL after 5 s), also when pytest
     dies without its teardown (a reaper process outlives it).
     """
     from pytest_startup_guard.fleet.ports import PortLeases
@@ -355,10 +356,19 @@ def server_fleet(
         explore_settings=hub_race.explore_settings,
     )
     _record(request).fleets = fleets
+    late: list[str] = []
     try:
         yield fleets
+        # Before the stop: a worker of a ready member that died while the test went on.
+        late = fleets.unreported_problems()
     finally:
         fleets.stop_all()
+    if late:
+        pytest.fail(
+            "a server failed after it was ready, and no check of the test saw it:\n"
+            + "\n".join(f"  - {problem}" for problem in late),
+            pytrace=False,
+        )
 
 
 CASE_KEY = pytest.StashKey["StartupCase"]()

@@ -255,7 +255,8 @@ def test_clear_failures_for_bad_commands_and_ports(fleet_pytester: pytest.Pytest
             assert server.reason == "it printed nothing; a server should keep running; it exited 0 instead"
 
         def test_forks_and_exits_its_parent(server_fleet):
-            code = "import os, time\\nif os.fork() == 0:\\n    time.sleep(60)\\nelse:\\n    print('daemonized', flush=True)\\n"
+            # The child it leaves listens on a port: it still serves, from the background.
+            code = "import os, socket, time\\nif os.fork() == 0:\\n    s = socket.socket()\\n    s.bind(('127.0.0.1', 0))\\n    s.listen()\\n    time.sleep(60)\\nelse:\\n    time.sleep(0.5)\\n    print('daemonized', flush=True)\\n"
             fleet = server_fleet.launch([sys.executable, "-c", code], ready=ready.log("never"), timeout=20)
             record(fleet)
             (server,) = fleet.servers

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -37,6 +38,16 @@ from pytest_startup_guard.fleet.exit_wait import ExitWait
 from pytest_startup_guard.fleet.port_faults import ArmedPortFault, PortFault, PortFaults
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
+from pytest_startup_guard.fleet.workers import (
+    QuietWatch,
+    Worker,
+    WorkerAccesses,
+    exception_lines,
+    leftover_kind,
+    listening_pids,
+    settle,
+    workers_under,
+)
 from pytest_startup_guard.races.armed import Hit
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import BarrierGroup, RuntimeController
@@ -121,6 +132,27 @@ def _no_hits(server: Server) -> list[Hit]:
     return []
 
 
+def _no_workers(server: Server) -> list[Worker]:
+    return []
+
+
+# How many exception lines of a member's output a failure message quotes.
+CAUSE_LINES = 3
+# The longest a judgement waits for the controller to hear how gone processes ended.
+CATCH_UP_SECONDS = 2.0
+# At teardown, how long workers still starting up get to end or go quiet before the stop.
+TEARDOWN_SETTLE_SECONDS = 2.0
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is still a running process (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
 @dataclass
 class Server:
     """One fleet member and what became of it (times in seconds since the fleet's release)."""
@@ -146,6 +178,16 @@ class Server:
     port_owned: bool | None = None
     # Its fleet's ``hits_of``: the races' hits are read when asked for, never copied.
     hits_of: Callable[[Server], list[Hit]] = field(default=_no_hits, repr=False, compare=False)
+    # Its fleet's ``workers_of``: what the child runtime knows of its workers, read when asked.
+    workers_of: Callable[[Server], list[Worker]] = field(
+        default=_no_workers, repr=False, compare=False
+    )
+    released_t: float = 0.0  # monotonic: the fleet's release, the zero of its times
+    stopped_t: float | None = None  # monotonic: when its stop began (what ends after is not judged)
+    # A member that was ready and then exited before it was stopped: seconds after readiness.
+    died_after_ready: float | None = None
+    # The names of the raced files, which a failure message's cause lines are picked by.
+    raced_names: tuple[str, ...] = ()
 
     @property
     def output(self) -> str:
@@ -165,6 +207,72 @@ class Server:
     def hits(self) -> list[Hit]:
         """Accesses of this member and its descendants that met an open race window."""
         return self.hits_of(self)
+
+    @property
+    def workers(self) -> list[Worker]:
+        """Every Python process under this member but the member itself, oldest first."""
+        return self.workers_of(self)
+
+    def failed_workers(self, workers: list[Worker] | None = None) -> list[Worker]:
+        """Workers that did start-up work and ended with a failure before the member was
+        stopped (what its stop ends is not theirs to answer for)."""
+        workers = self.workers if workers is None else workers
+        return [
+            worker
+            for worker in workers
+            if worker.failed
+            and (self.stopped_t is None or (worker.ended_t or 0.0) < self.stopped_t)
+        ]
+
+    @property
+    def started_up(self) -> bool:
+        """Ready, and nothing of it failed since: no worker died, the member did not exit."""
+        return self.ready and not self.failed_workers() and self.died_after_ready is None
+
+    def seconds_since_release(self, t: float) -> float:
+        return t - self.released_t
+
+    def worker_problems(self) -> list[str]:
+        """One line per failure beyond the member's state: a worker that died (even where the
+        member answered its probe), a ready member that exited; each with its cause."""
+        problems = []
+        if self.died_after_ready is not None:
+            problems.append(
+                f"server {self.index} (pid {self.pid}) was ready, then exited with code"
+                f" {self.returncode} {self.died_after_ready:.2f} s later" + self._cause_suffix(None)
+            )
+        for worker in self.failed_workers():
+            assert worker.ended_t is not None
+            when = f"after {self.seconds_since_release(worker.ended_t):.2f} s"
+            if self.seconds_to_ready is not None:
+                after_ready = self.seconds_since_release(worker.ended_t) - self.seconds_to_ready
+                if after_ready >= 0:
+                    when += f", {after_ready:.2f} s after the server was ready"
+                elif self.ready:
+                    when += ", before the server was ready (it answered its probe anyway)"
+            problems.append(
+                f"{worker.label()} of server {self.index} {worker.end_words()} {when}"
+                + self._cause_suffix(worker)
+            )
+        return problems
+
+    def _cause_suffix(self, worker: Worker | None) -> str:
+        """': OSError: ...' from the process itself, else the output's first exception line."""
+        if worker is not None and worker.cause:
+            return f": {worker.cause}"
+        lines = exception_lines(self.output, self.raced_names)
+        return f": {lines[0]} (from the output)" if lines else ""
+
+    def root_causes(self) -> list[str]:
+        """The root-cause lines of a failed start-up: each failed worker's own exception, then
+        the output's exception lines (those naming a raced file first), each once."""
+        causes: dict[str, None] = {}
+        for worker in self.failed_workers():
+            if worker.cause:
+                causes.setdefault(f"{worker.label()}: {worker.cause}", None)
+        for line in exception_lines(self.output, self.raced_names)[:CAUSE_LINES]:
+            causes.setdefault(line, None)
+        return list(causes)
 
     def tail(self, lines: int = TAIL_LINES) -> str:
         return "\n".join(self.output.rstrip("\n").splitlines()[-lines:])
@@ -191,12 +299,21 @@ class Server:
             status = self.state
         if self.returncode is not None and self.state in EXIT_CODE_NOTED:
             status += f"; exit code {self.returncode}"
+        if self.state == "ready" and self.died_after_ready is not None:
+            status += f", then EXITED {self.died_after_ready:.2f} s later"
+        failed = self.failed_workers()
+        if failed:
+            status += f"; {len(failed)} of {len(self.workers)} workers FAILED"
         return status
 
     def report(self) -> str:
         lines = [self.describe()]
         if self.reason and self.state == "exited":
             lines.append(f"    {self.reason}")
+        workers = self.workers
+        lines.extend(f"    {line}" for line in self._worker_lines(workers))
+        if not self.started_up:
+            lines.extend(f"    root cause: {line}" for line in self.root_causes())
         hits = self.hits
         if hits:
             counts: dict[str, int] = {}
@@ -215,6 +332,29 @@ class Server:
             lines.append(f"    python stacks of pid {pid}:")
             lines.extend(f"    | {line}" for line in stack.rstrip().splitlines())
         return "\n".join(lines)
+
+    def _worker_lines(self, workers: list[Worker]) -> list[str]:
+        """'workers: 4 (3 running, 1 failed)' and a line per worker that ended."""
+        if not workers:
+            return []
+        failed = {worker.pid for worker in self.failed_workers(workers)}
+        running = sum(1 for worker in workers if not worker.ended)
+        head = f"workers: {len(workers)} ({running} running"
+        head += f", {len(failed)} FAILED)" if failed else ")"
+        lines = [head]
+        for worker in workers:
+            if not worker.ended:
+                continue
+            assert worker.ended_t is not None
+            words = f"  {worker.label()} {worker.end_words()} after {self.seconds_since_release(worker.ended_t):.2f} s"
+            if worker.pid in failed:
+                words += " (FAILED" + (f": {worker.cause})" if worker.cause else ")")
+            elif not worker.startup_work:
+                words += " (did no start-up work: not judged)"
+            elif self.stopped_t is not None and (worker.ended_t or 0.0) >= self.stopped_t:
+                words += " (when the fleet was stopped)"
+            lines.append(words)
+        return lines
 
 
 def _needs_port(argv: Sequence[str], ready: ready_module.Probe) -> bool:
@@ -283,6 +423,10 @@ class Fleet:
         self.races = races
         self.released_t: float | None = None
         self.stopped = False
+        self.workers_wanted: int | None = None  # launch(workers=N): N up per member to be ready
+        self._worker_accesses = WorkerAccesses()
+        self._quiet = QuietWatch()
+        self.reported: set[str] = set()  # worker problems a check or assertion already raised
 
     @property
     def running(self) -> list[RunningMember]:
@@ -305,6 +449,101 @@ class Fleet:
             for race in armed
             for hit in race.hits
             if hit.member == server.member or hit.pid in pids
+        ]
+
+    def workers_of(self, server: Server) -> list[Worker]:
+        """Every Python process that reported in under ``server`` but the member itself."""
+        return workers_under(self.controller, server.member, server.pid, self._worker_accesses)
+
+    def catch_up(self, server: Server, within: float = CATCH_UP_SECONDS) -> None:
+        """Wait (at most ``within`` seconds) until the controller has heard the end of every
+        process of ``server`` that is gone: a member's exit is seen at once, but the goodbyes
+        and ``waitpid`` reports of it and its workers come through the controller's thread."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            with self.controller.lock:
+                records = [
+                    record
+                    for record in self.controller.processes.values()
+                    if record.member == server.member
+                ]
+            if all(record.ended_t is not None or _alive(record.pid) for record in records):
+                return
+            time.sleep(0.01)
+
+    def workers_up(self, server: Server, now: float | None = None) -> list[Worker]:
+        """``server``'s workers that are up: running, started up, quiet since
+        (``workers.QuietWatch``)."""
+        return self._quiet.up(self.workers_of(server), time.monotonic() if now is None else now)
+
+    def raced_names(self) -> tuple[str, ...]:
+        """The names of the files the races work on (what a cause line should name)."""
+        if self.races is None:
+            return ()
+        with self.controller.lock:
+            armed = list(self.races.armed)
+        names = []
+        for race in armed:
+            for attribute in ("filename", "path"):
+                value = getattr(race.target, attribute, None)
+                if value:
+                    names.append(Path(str(value)).name)
+        return tuple(dict.fromkeys(names))
+
+    def follow_up(self, timeout: float | None = None) -> None:
+        """Catch up with what happened since ``launch`` returned: a ready member that exited
+        since, and workers still starting up, waited for until they end or go quiet (at most
+        ``timeout`` seconds, the fleet's time-out by default)."""
+        if self.stopped:
+            return
+        names = self.raced_names()
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        for running in self._running:
+            server = running.server
+            server.raced_names = names
+            self.catch_up(server)
+            settle(partial(self.workers_of, server), deadline, self._quiet)
+            code = running.process.poll()
+            if code is not None and server.ready and server.died_after_ready is None:
+                with self.controller.lock:
+                    record = self.controller.processes.get(server.pid)
+                ended = record.ended_t if record is not None else None
+                exited_t = ended if ended is not None else time.monotonic()
+                server.returncode, server.seconds_to_exit = code, exited_t - server.released_t
+                server.died_after_ready = max(
+                    0.0, server.seconds_to_exit - (server.seconds_to_ready or 0.0)
+                )
+
+    def worker_problems(self) -> list[str]:
+        """Every failure the members' states do not show: dead workers, members that died
+        after they were ready (``follow_up`` first). What it returns counts as reported."""
+        return [
+            problem
+            for problems in self.worker_problems_by_server().values()
+            for problem in problems
+        ]
+
+    def worker_problems_by_server(self) -> dict[int, list[str]]:
+        """``worker_problems`` by member index (members with none left out)."""
+        self.follow_up()
+        problems = {server.index: server.worker_problems() for server in self.servers}
+        for lines in problems.values():
+            self.reported.update(lines)
+        return {index: lines for index, lines in problems.items() if lines}
+
+    def unreported_problems(self, within: float = TEARDOWN_SETTLE_SECONDS) -> list[str]:
+        """At teardown, before the stop: what failed in a member that was ready and that no
+        check or assertion reported (a worker that died after readiness, while the test went
+        on). Members that never were ready are their test's to judge."""
+        if self.stopped:
+            return []
+        self.follow_up(within)
+        return [
+            problem
+            for server in self.servers
+            if server.ready
+            for problem in server.worker_problems()
+            if problem not in self.reported
         ]
 
     @property
@@ -333,10 +572,23 @@ class Fleet:
         return "\n".join([head, *faults, *(server.report() for server in self.servers)])
 
     def assert_all_ready(self) -> None:
-        """Every member came up (and its probe accepted it); the message lists every member."""
+        """Every member came up (and its probe accepted it), and none of its workers failed,
+        before or after; the message lists every member."""
         __tracebackhide__ = True
+        problems = self.worker_problems()
         if not all(server.ready for server in self.servers):
             raise AssertionError(f"not every server became ready\n{self.summary()}")
+        if problems:
+            raise AssertionError(
+                "\n".join(
+                    [
+                        "not every server started up:",
+                        *(f"  - {p}" for p in problems),
+                        "",
+                        self.summary(),
+                    ]
+                )
+            )
 
     def assert_all_failed(self, match: str | None = None) -> None:
         """No member came up; each exited non-zero (with ``match`` found in its output)."""
@@ -382,6 +634,9 @@ class Fleet:
         """SIGTERM every process tree of the fleet, SIGKILL what is left after ``grace``."""
         if self.stopped:
             return
+        stopped_t = time.monotonic()
+        for server in self.servers:
+            server.stopped_t = stopped_t
         self.stopped = True
         self.port_faults.close()  # ports taken by port_taken faults are given back
         with _alarm_blocked():
@@ -510,15 +765,20 @@ class FleetLauncher:
         ports: Sequence[int] | None = None,
         faults: Sequence[PortFault] | PortFault | None = None,
         member_env: Sequence[Mapping[str, str]] = (),
+        workers: int | None = None,
     ) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
         exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
 
         ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
         ``AssertionError`` here, unless it was made with ``allow_miss=True``. ``member_env``:
-        one mapping per member, over ``env`` (an exploration's private caches)."""
+        one mapping per member, over ``env`` (an exploration's private caches). ``workers=N``:
+        a member is ready only once its probe says so and N of its workers are up
+        (``workers.py``)."""
         __tracebackhide__ = True
         argv, timeout = self._checked_arguments(argv, count, ready, timeout, ports)
+        if workers is not None:
+            whole_number("workers", workers, "server_fleet.launch()", minimum=1)
         port_faults = PortFaults(
             faults,
             count=count,
@@ -534,6 +794,7 @@ class FleetLauncher:
             [lease.port if lease is not None else None for lease in leases]
         )
         fleet, folder = self._new_fleet(plan.label, count, timeout, port_faults)
+        fleet.workers_wanted = workers
         try:
             port_faults.arm(self.controller, told, _FleetMembers(fleet), python=plan.python)
         except BaseException:
@@ -546,6 +807,9 @@ class FleetLauncher:
         if plan.python:  # only a Python member reports in at the barrier
             self._await_arrivals(fleet)
         fleet.released_t = fleet.group.release()
+        raced_names = fleet.raced_names()
+        for server in fleet.servers:
+            server.released_t, server.raced_names = fleet.released_t, raced_names
         port_faults.released(fleet.released_t)
         self._watch(fleet, ready, timeout)
         port_faults.settle()
@@ -685,6 +949,7 @@ class FleetLauncher:
             member=f"{fleet.group.name}:{index}",
             told_port=port,
             hits_of=fleet.hits_of,
+            workers_of=fleet.workers_of,
         )
         # In the fleet before anything else can fail, so that its stop ends this one too.
         fleet.add(RunningMember(server, process, lease, handle))
@@ -706,7 +971,7 @@ class FleetLauncher:
         threads = [
             threading.Thread(
                 target=self._watch_member,
-                args=(running, probe, released, deadline, faults),
+                args=(fleet, running, probe, released, deadline, faults),
                 daemon=True,
             )
             for running in fleet.running
@@ -724,6 +989,7 @@ class FleetLauncher:
 
     def _watch_member(
         self,
+        fleet: Fleet,
         running: RunningMember,
         probe: ready_module.Probe,
         released: float,
@@ -731,10 +997,11 @@ class FleetLauncher:
         faults: PortFaults | None = None,
     ) -> None:
         with ExitWait(running.process.pid) as exit_wait:
-            self._follow_member(running, probe, released, deadline, faults, exit_wait)
+            self._follow_member(fleet, running, probe, released, deadline, faults, exit_wait)
 
     def _follow_member(
         self,
+        fleet: Fleet,
         running: RunningMember,
         probe: ready_module.Probe,
         released: float,
@@ -773,7 +1040,7 @@ class FleetLauncher:
                     code,
                     now - released,
                 )
-                server.reason = self._exit_reason(server, code, faults)
+                server.reason = self._exit_reason(fleet, server, code, faults)
                 return
             if faulted:
                 assert faults is not None
@@ -792,6 +1059,14 @@ class FleetLauncher:
                 )
                 return
             now = time.monotonic()
+            if verdict.ready and fleet.workers_wanted is not None:
+                up = len(fleet.workers_up(server, now))
+                if up < fleet.workers_wanted:
+                    verdict = ready_module.Verdict(
+                        False,
+                        f"{up} of {fleet.workers_wanted} workers up"
+                        f" (launch(workers={fleet.workers_wanted}))",
+                    )
             if verdict.ready:
                 if faulted:
                     server.port, server.port_owned = member.port, owned
@@ -840,7 +1115,9 @@ class FleetLauncher:
             return True
         return False
 
-    def _exit_reason(self, server: Server, code: int, faults: PortFaults | None = None) -> str:
+    def _exit_reason(
+        self, fleet: Fleet, server: Server, code: int, faults: PortFaults | None = None
+    ) -> str:
         output = server.output
         if code < 0:
             try:
@@ -858,15 +1135,35 @@ class FleetLauncher:
             elif server.port is not None:
                 hints.append(f"port {server.port} was taken before it could bind it")
         if code == 0:
-            orphans = self._orphans(server)
-            if orphans:
-                hints.append(
-                    f"it exited 0 but left pid(s) {', '.join(map(str, orphans))} running: the server"
-                    " forked into the background; run it in the foreground"
-                )
-            else:
-                hints.append("a server should keep running; it exited 0 instead")
+            hints.append(self._clean_exit_hint(fleet, server))
         return "; ".join(hints)
+
+    def _clean_exit_hint(self, fleet: Fleet, server: Server) -> str:
+        """Why a member that exited 0 before it was ready did so, as far as can be told.
+
+        The daemonizing hint is given only where a process left behind still serves (listens
+        on a port); a supervisor that gave up after its workers died is named for that, and
+        what it left behind for what each process is."""
+        fleet.catch_up(server)
+        workers = server.workers
+        failed = server.failed_workers(workers)
+        orphans = self._orphans(server)
+        serving = listening_pids(orphans)
+        left = ", ".join(f"{leftover_kind(pid, workers)} pid {pid}" for pid in orphans)
+        if serving:
+            return (
+                f"it exited 0 but left {left} running, and pid(s)"
+                f" {', '.join(map(str, sorted(serving)))} still serve: the server forked into"
+                " the background; run it in the foreground"
+            )
+        if failed:
+            return (
+                f"it exited 0 after {len(failed)} of its {len(workers)} workers failed:"
+                f" its supervisor gave up" + (f" (left running: {left})" if left else "")
+            )
+        return "a server should keep running; it exited 0 instead" + (
+            f" (left running: {left})" if left else ""
+        )
 
     def _orphans(self, server: Server) -> list[int]:
         """Processes left in the member's process group after it exited (daemonized children)."""

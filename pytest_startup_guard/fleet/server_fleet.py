@@ -98,12 +98,15 @@ class ServerFleet:
         cwd: str | os.PathLike[str] | None = None,
         ports: Sequence[int] | None = None,
         faults: Sequence[PortFault] | PortFault | None = None,
+        workers: int | None = None,
     ) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
         exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
 
         ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
-        ``AssertionError`` here, unless it was made with ``allow_miss=True``.
+        ``AssertionError`` here, unless it was made with ``allow_miss=True``. ``workers=N``: a
+        member is ready only once N of its worker processes are up (servers that start their
+        own workers: ``uvicorn --workers N``, ``gunicorn -w N``, a launcher).
 
         In an applied ``startup_races(..., explore=True)`` case this explores every access
         point instead (``explore``) and returns the fleet of the launch that ran clean (in
@@ -135,6 +138,7 @@ class ServerFleet:
             cwd=cwd,
             ports=ports,
             faults=faults,
+            workers=workers,
         )
 
     def explore(
@@ -171,6 +175,11 @@ class ServerFleet:
         )
         self.explorations.append(exploration)
         return exploration
+
+    def unreported_problems(self) -> list[str]:
+        """What failed in a ready member after readiness that no check reported (teardown
+        asks before it stops the fleets)."""
+        return [problem for fleet in self.fleets for problem in fleet.unreported_problems()]
 
     def stop_all(self) -> None:
         """Stop every fleet launched (teardown does)."""
