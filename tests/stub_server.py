@@ -5,8 +5,9 @@
 It opens ``refs/main``, then ``snapshots/<commit>/config.json`` (the accesses races trigger on)
 and serves the config it loaded at every path. POLICY is what it does when loading fails:
 ``naive`` exits 1 naming the file and repo; ``retry`` tries 40 times, 50 ms apart, then does
-the same; ``swallow`` serves a fallback config; ``slow_retry`` retries forever; ``quiet_naive``
-exits 1 saying nothing; ``ignores_cache`` never reads the cache at all. With
+the same; ``realistic_retry`` tries 3 times, sleeping 0.1 s then 0.2 s, then does the same;
+``swallow`` serves a fallback config; ``slow_retry`` retries forever; ``quiet_naive`` exits 1
+saying nothing; ``ignores_cache`` never reads the cache at all. With
 FIRST_RUN_MARKER, a start-up that finds no file there creates it and reads its config once more:
 the first start-up makes one access more than every later one.
 """
@@ -39,7 +40,7 @@ def load():
 def start():
     if policy == "ignores_cache":
         return {"model_type": "gpt2"}
-    attempts = {"retry": 40, "slow_retry": 10**9}.get(policy, 1)
+    attempts = {"retry": 40, "slow_retry": 10**9, "realistic_retry": 3}.get(policy, 1)
     for attempt in range(attempts):
         try:
             return load()
@@ -51,7 +52,7 @@ def start():
             if attempt == attempts - 1:
                 print(f"cannot load config.json of {repo}: {error!r}", flush=True)
                 sys.exit(1)
-            time.sleep(0.05)
+            time.sleep(0.1 * 2**attempt if policy == "realistic_retry" else 0.05)
 
 
 body = json.dumps(start()).encode()

@@ -255,3 +255,225 @@ def test_in_process_verdicts(guard_pytester: pytest.Pytester) -> None:
         """
     )
     guard_pytester.runpytest_subprocess("-p", "startup_guard").assert_outcomes(passed=8)
+
+
+WINDOWS = """
+import json, sys
+import pytest
+from pytest_startup_guard import on_access, ready
+
+CONFIG = {"config.json": {"model_type": "gpt2"}}
+
+def launch(server_fleet, policy, count=3):
+    return server_fleet.launch(
+        [sys.executable, "stub.py", policy, "{port}", "acme/tiny"], count=count, timeout=10,
+        ready=ready.http("/", expect=lambda body: json.loads(body)["model_type"] == "gpt2"),
+    )
+
+@pytest.mark.startup_races(transient="all")
+@pytest.mark.parametrize("policy", ["realistic_retry", "naive"])
+def test_default(startup_case, hub_cache, server_fleet, policy):
+    repo = hub_cache.add_model("acme/tiny", CONFIG)
+    startup_case.apply(repo, "config.json")
+    startup_case.check(launch(server_fleet, policy))
+
+@pytest.mark.startup_races(transient=["pointer_swap"], hold=0.6)
+def test_marker_hold(startup_case, hub_cache, server_fleet):
+    repo = hub_cache.add_model("acme/tiny", CONFIG)
+    startup_case.apply(repo, "config.json")
+    assert startup_case.armed.trigger == on_access(hold=0.6)
+    startup_case.check(launch(server_fleet, "realistic_retry", count=1))
+
+@pytest.mark.startup_races(transient=["ref_rewrite"], trigger=on_access(hold=0.6))
+def test_marker_trigger(startup_case, hub_cache, server_fleet):
+    repo = hub_cache.add_model("acme/tiny", CONFIG)
+    startup_case.apply(repo, "config.json")
+    startup_case.check(launch(server_fleet, "realistic_retry", count=1))
+
+@pytest.mark.startup_races(transient=["pointer_swap"], hold=0.05)
+def test_apply_trigger(startup_case, hub_cache, server_fleet):
+    repo = hub_cache.add_model("acme/tiny", CONFIG)
+    startup_case.apply(repo, "config.json", trigger=on_access(nth=2))
+    assert startup_case.armed.trigger == on_access(nth=2, hold=0.05)  # the marker's hold fills it
+    startup_case.check(launch(server_fleet, "realistic_retry", count=1))
+
+@pytest.mark.startup_races(transient=["blob_rewrite"])
+def test_apply_hold_outlasts_the_retry(startup_case, hub_cache, server_fleet):
+    repo = hub_cache.add_model("acme/tiny", CONFIG)
+    startup_case.apply(repo, "config.json", trigger=on_access(hold=0.6))
+    startup_case.check(launch(server_fleet, "realistic_retry", count=1))
+"""
+
+
+def test_windows_model_the_writer(verdict_pytester: pytest.Pytester) -> None:
+    """At default settings a realistic retry (3 tries, 0.1 s then 0.2 s) survives every race of
+    ``transient="all"`` and a single try does not; hold= and trigger= in the marker and in
+    apply() take effect, and a failure says how long the window was open and the retry took."""
+    verdict_pytester.makepyfile(test_windows=WINDOWS)
+    result = verdict_pytester.runpytest_subprocess(
+        "-p", "startup_guard", "-p", "xdist", "-n", "2", "-rA"
+    )
+    outcomes = {}
+    for line in result.outlines:
+        for word in ("PASSED", "FAILED", "ERROR"):
+            if line.startswith(word + " ") and "::test_" in line:
+                outcomes[line.split("::", 1)[1].split(" ")[0]] = word
+    races = ["pointer_swap", "ref_rewrite", "blob_rewrite", "dangling_pointer"]
+    assert outcomes == {
+        **{f"test_default[transient-{race}-realistic_retry]": "PASSED" for race in races},
+        **{f"test_default[transient-{race}-naive]": "FAILED" for race in races},
+        "test_marker_hold[transient-pointer_swap]": "FAILED",
+        "test_marker_trigger[transient-ref_rewrite]": "FAILED",
+        "test_apply_trigger[transient-pointer_swap]": "PASSED",
+        "test_apply_hold_outlasts_the_retry[transient-blob_rewrite]": "FAILED",
+    }
+    # a single try met a ~20 ms window and gave up inside it
+    result.stdout.fnmatch_lines(
+        [
+            "*server * did not survive the race: EXITED with code 1 after * s, before it was"
+            " ready; pid * met window * opened at +* s, closed at +* s: open for 2? ms; it"
+            " retried for * ms (from its first hit at +* s to its end at +* s): it gave up while"
+            " the window was still open: a start-up must retry for longer than the window stays"
+            " open (times from the fleet's release)*",
+        ]
+    )
+    # hold=0.6: three tries over 0.3 s meet a 600 ms window
+    result.stdout.fnmatch_lines(
+        [
+            "*server 0 did not survive the race: EXITED with code 1 after * s, before it was"
+            " ready; pid * met window 1 opened at +* s, closed at +* s: open for 6?? ms; it"
+            " retried for 0.3? s (from its first hit at * to its end at *): it gave up while the"
+            " window was still open*",
+        ]
+    )
+
+
+def test_every_reader_of_the_raced_file_must_be_hit(verdict_pytester: pytest.Pytester) -> None:
+    """The per-member rule is met (the member's main process was hit), but its worker read the
+    file after the window closed: the case proves nothing for the worker, and says why."""
+    verdict_pytester.makepyfile(
+        spawner="""
+        import http.server, os, subprocess, sys, time
+        port, repo = int(sys.argv[1]), sys.argv[2]
+        folder = os.path.join(os.environ["HF_HUB_CACHE"], "models--" + repo.replace("/", "--"))
+        def load():
+            with open(os.path.join(folder, "refs", "main")) as ref:
+                commit = ref.read()
+            path = os.path.join(folder, "snapshots", commit, "config.json")
+            open(path).read()
+            return path
+        for attempt in range(3):
+            try:
+                path = load()
+                break
+            except OSError:
+                time.sleep(0.1 * 2**attempt)
+        time.sleep(0.3)  # a worker starts late and reads the config once: its first access
+        subprocess.run([sys.executable, "-c", "import sys; open(sys.argv[1]).read()", path], check=True)
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200); self.end_headers()
+            def log_message(self, *args):
+                pass
+        http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+        """,
+        test_late_reader="""
+        import sys
+        import pytest
+        from pytest_startup_guard import on_access, ready
+
+        @pytest.mark.startup_races(transient=["pointer_swap"], trigger=on_access(nth=2))
+        def test_late_reader(startup_case, hub_cache, server_fleet):
+            repo = hub_cache.add_model("acme/tiny", {"config.json": {"model_type": "gpt2"}})
+            startup_case.apply(repo, "config.json")
+            fleet = server_fleet.launch([sys.executable, "spawner.py", "{port}", "acme/tiny"],
+                                        count=1, timeout=10, ready=ready.http("/"))
+            assert fleet.servers[0].ready and fleet.servers[0].hits
+            startup_case.check(fleet)
+        """,
+    )
+    result = verdict_pytester.runpytest_subprocess("-p", "startup_guard")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*startup_case transient-pointer_swap on config.json of acme/tiny@main: the start-up"
+            " was expected to have survived, but:",
+            "*  - pid * (server 0) read config.json at +0.* s, after the window closed at +0.* s:"
+            " the race never hit it, so surviving proves nothing for it*(times from the fleet's"
+            " release)",
+        ]
+    )
+    assert "the race never hit server 0" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        (
+            'transient=["pointer_swap"], hold=-1',
+            "invalid hold=-1 for @pytest.mark.startup_races of *::test_x: expected a non-negative number of seconds",
+        ),
+        (
+            'transient=["pointer_swap"], hold="fast"',
+            "invalid hold='fast' for @pytest.mark.startup_races of *::test_x: expected a non-negative number of seconds",
+        ),
+        (
+            'transient=["pointer_swap"], trigger="on_access"',
+            "invalid trigger='on_access' for @pytest.mark.startup_races of *::test_x: expected on_access(...), after(...) or chaos(...) from pytest_startup_guard",
+        ),
+        (
+            'transient=["pointer_swap"], trigger=placed()',
+            "invalid trigger=Placed() for @pytest.mark.startup_races of *::test_x: placed() leaves the fault for the whole test, which no start-up can survive: expected on_access(...)*",
+        ),
+        (
+            'transient=["pointer_swap"], hold=0.1, trigger=on_access(hold=0.2)',
+            "hold=0.1 and trigger=on_access(nth=1, hold=0.2) in @pytest.mark.startup_races of *::test_x both set how long the window stays open: give the hold once*",
+        ),
+        (
+            'corrupt=["empty"], hold=0.1',
+            "hold=0.1 in @pytest.mark.startup_races of *::test_x sets the window of transient cases, and this marker names none*",
+        ),
+        (
+            'transient=["pointer_swap"], explore=True, trigger=on_access(nth=2)',
+            "trigger=OnAccess(nth=2, *) in @pytest.mark.startup_races of *::test_x: explore=True opens a window at every access point with the exploration's own hold (0.5 s)*",
+        ),
+    ],
+)
+def test_bad_hold_and_trigger_fail_at_collection(
+    guard_pytester: pytest.Pytester, marker: str, message: str
+) -> None:
+    guard_pytester.makepyfile(
+        f"""
+        import pytest
+        from pytest_startup_guard import on_access, placed
+
+        @pytest.mark.startup_races({marker})
+        def test_x(startup_case):
+            pass
+        """
+    )
+    # In a subprocess: an in-process run re-imports the plugin, not the names the test imports.
+    result = guard_pytester.runpytest_subprocess("-p", "startup_guard")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([f"*{message}*"])
+
+
+def test_bad_trigger_in_apply(guard_pytester: pytest.Pytester) -> None:
+    guard_pytester.makepyfile(
+        """
+        import pytest
+        from pytest_startup_guard import StartupGuardError, on_access
+
+        @pytest.mark.startup_races(transient=["pointer_swap"], corrupt=["empty"])
+        def test_x(startup_case, hub_cache):
+            repo = hub_cache.add_model("acme/tiny", {"config.json": {"model_type": "gpt2"}})
+            if startup_case.kind == "transient":
+                with pytest.raises(ValueError, match=r"invalid trigger=0.5 for startup_case.apply\\(\\) of case transient-pointer_swap: expected on_access\\(...\\), after\\(...\\) or chaos\\(...\\)"):
+                    startup_case.apply(repo, "config.json", trigger=0.5)
+            else:
+                with pytest.raises(StartupGuardError, match=r"invalid trigger=.* for startup_case.apply\\(\\) of case corrupt-empty: a corruption is written once and stays, so it takes no trigger"):
+                    startup_case.apply(repo, "config.json", trigger=on_access())
+            assert not startup_case.applied
+        """
+    )
+    guard_pytester.runpytest_subprocess("-p", "startup_guard").assert_outcomes(passed=2)

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_startup_guard.races.base import Race, Target
-from pytest_startup_guard.races.triggers import After, Chaos, OnAccess, Placed, Trigger
+from pytest_startup_guard.races.triggers import (
+    After,
+    Chaos,
+    OnAccess,
+    Placed,
+    Trigger,
+    default_hold,
+)
 from pytest_startup_guard.runtime.controller import AccessEvent
 from pytest_startup_guard.runtime.observation import unobserved
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
@@ -101,9 +108,12 @@ class ArmedRace:
     _holders: dict[int, _Holder] = field(default_factory=dict)  # pid (0: a timer) -> holder
     _watched: tuple[str, ...] = ()
     _cache_root: str = ""
+    _raced: tuple[str, ...] = ()  # the raced files' paths, as given and with folders resolved
     _clock_start: float | None = None  # after(): counts from here
 
     def __post_init__(self) -> None:
+        if isinstance(self.trigger, OnAccess):  # no hold given: the race's window + margin
+            self.trigger = self.trigger.for_window(self.race.window)
         self._watched = tuple(
             str(path).rstrip(os.sep) + os.sep for path in self.race.watched(self.target)
         )
@@ -122,6 +132,18 @@ class ArmedRace:
 
     def hit_pids(self) -> set[int]:
         return {hit.pid for hit in self.hits}
+
+    def reads_raced_file(self, path: str) -> bool:
+        """Whether an access of ``path`` reads the raced file (``Race.raced_files``: a hub
+        file's pointer or blob, a path race's path or anything under it)."""
+        if not self._raced:
+            for raced in self.race.raced_files(self.target):
+                for form in {str(raced), os.path.join(os.path.realpath(raced.parent), raced.name)}:
+                    self._raced += (form.rstrip(os.sep),)
+        absolute = os.path.abspath(path)
+        return any(
+            absolute == raced or absolute.startswith(raced + os.sep) for raced in self._raced
+        )
 
     def hit_members(self) -> set[str]:
         return {hit.member for hit in self.hits if hit.member is not None}
@@ -172,7 +194,10 @@ class ArmedRace:
             )
 
     def _hold(self, pid: int, member: str | None, now: float, trigger: OnAccess) -> None:
-        hold = trigger.max_hold if trigger.accesses is not None else trigger.hold
+        if trigger.accesses is not None:
+            hold = trigger.max_hold
+        else:
+            hold = trigger.hold if trigger.hold is not None else default_hold(self.race.window)
         holder = _Holder(until=now + hold, hold=hold, clock=OwnClock(pid, now))
         if trigger.accesses is not None:
             holder.accesses_left = trigger.accesses - 1

@@ -1,7 +1,8 @@
 """When a race window opens and closes.
 
-- ``on_access(nth=1, hold=0.5, accesses=None)`` (the default): right before a process's
-  ``nth`` access under the race's folders; deterministic.
+- ``on_access(nth=1, hold=None, accesses=None)`` (the default): right before a process's
+  ``nth`` access under the race's folders; deterministic. With no hold, it holds the window
+  open for the race's modelled window (``Race.window``) plus ``WINDOW_MARGIN``.
 - ``after(seconds, hold=0.5)``: a fixed time after the fleet is released, for processes the
   child runtime cannot see (non-Python servers, reads inside Rust extensions).
 - ``chaos(gap=0.001, hold=0.0, seed=None)``: a refresher process runs the race in a loop, as a
@@ -12,31 +13,56 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # ``after(seconds, ...)`` has a parameter of that name: the check is ``_seconds`` here.
 from pytest_startup_guard.checks import seconds as _seconds
 from pytest_startup_guard.checks import whole_number
+from pytest_startup_guard.errors import InvalidArgumentError
+
+# The default hold of ``on_access()`` is the race's window (``Race.window``: how long its real
+# writer keeps the fault on disk, measured by benchmarks/bench_windows.py; 16 µs to 0.43 ms on
+# a quiet machine) plus this margin. 20 ms covers the writer preempted between its operations on
+# a loaded machine (the longest p99 beside 2x as many CPU-bound processes as cores: 16 ms) and
+# the reader's own path from the access that opens the window to the one that meets the fault;
+# it stays 5x under the first pause of a realistic retry (0.1 s), so a retry gets through and a
+# single try does not.
+WINDOW_MARGIN = 0.02
+# The default hold of a race that models no window (``Race.window = None``: a race of a user's
+# own that says nothing of its writer) and of ``after()``: the hold every trigger had before.
+DEFAULT_HOLD = 0.5
+
+
+def default_hold(window: float | None) -> float:
+    """The hold of ``on_access()`` given no hold: ``window + WINDOW_MARGIN``, or
+    ``DEFAULT_HOLD`` for a race that models no window."""
+    return DEFAULT_HOLD if window is None else window + WINDOW_MARGIN
 
 
 @dataclass(frozen=True)
 class OnAccess:
     nth: int = 1
-    hold: float = 0.5
+    hold: float | None = None  # None: the race's window + WINDOW_MARGIN, set when it is armed
     accesses: int | None = None
     max_hold: float = 30.0  # with ``accesses``: the window closes by then whatever happens
 
     def describe(self) -> str:
-        closing = (
-            f"accesses={self.accesses}" if self.accesses is not None else f"hold={self.hold:g}"
-        )
-        return f"on_access(nth={self.nth}, {closing})"
+        if self.accesses is not None:
+            return f"on_access(nth={self.nth}, accesses={self.accesses})"
+        if self.hold is None:
+            return f"on_access(nth={self.nth})"
+        return f"on_access(nth={self.nth}, hold={self.hold:g})"
+
+    def for_window(self, window: float | None) -> OnAccess:
+        """This trigger with its hold set: the race's ``window`` + ``WINDOW_MARGIN`` where none
+        was given."""
+        return self if self.hold is not None else replace(self, hold=default_hold(window))
 
 
 @dataclass(frozen=True)
 class After:
     seconds: float
-    hold: float = 0.5
+    hold: float = DEFAULT_HOLD
 
     def describe(self) -> str:
         return f"after({self.seconds:g}, hold={self.hold:g})"
@@ -62,21 +88,23 @@ class Placed:
 Trigger = OnAccess | After | Chaos | Placed
 
 
-def on_access(nth: int = 1, hold: float = 0.5, accesses: int | None = None) -> OnAccess:
+def on_access(nth: int = 1, hold: float | None = None, accesses: int | None = None) -> OnAccess:
     """Open right before each process's ``nth`` access under the race's folders (the repo's
     folder: every process meets the fault at its own ``nth`` access at the latest); close
-    ``hold`` seconds after the last process that triggered it or, with ``accesses=N``, once each
-    triggering process has made N accesses of the cache inside the window, the triggering one
-    included (any file under the cache root counts, ``HF_HOME/token`` too)."""
+    ``hold`` seconds of the triggering process's own time after the last process that triggered
+    it or, with ``accesses=N``, once each triggering process has made N accesses of the cache
+    inside the window, the triggering one included (any file under the cache root counts,
+    ``HF_HOME/token`` too). With no ``hold``, the race's modelled window (``Race.window``, the
+    time its real writer keeps the fault on disk) plus ``WINDOW_MARGIN`` (20 ms)."""
     where = "on_access()"
     return OnAccess(
         nth=whole_number("nth", nth, where, minimum=1),
-        hold=_seconds("hold", hold, where),
+        hold=None if hold is None else _seconds("hold", hold, where),
         accesses=None if accesses is None else whole_number("accesses", accesses, where, minimum=1),
     )
 
 
-def after(seconds: float, hold: float = 0.5) -> After:
+def after(seconds: float, hold: float = DEFAULT_HOLD) -> After:
     """Open ``seconds`` after the fleet is released (or after arming, if no fleet is launched
     first); close ``hold`` seconds later."""
     where = "after()"
@@ -98,3 +126,36 @@ def placed() -> Placed:
     """Put the fault in place now and leave it until teardown: one window for the whole test
     (every access of the target hits it)."""
     return Placed()
+
+
+def checked_trigger(value: object, where: str) -> OnAccess | After | Chaos:
+    """``value`` if it is a trigger a transient case can race with (``on_access(...)``,
+    ``after(...)``, ``chaos(...)``); otherwise an error naming it, ``where`` it was given and
+    what is accepted."""
+    if isinstance(value, (OnAccess, After, Chaos)):
+        return value
+    why = (
+        ": placed() leaves the fault for the whole test, which no start-up can survive"
+        if isinstance(value, Placed)
+        else ""
+    )
+    raise InvalidArgumentError(
+        f"invalid trigger={value!r} for {where}{why}: expected on_access(...), after(...) or"
+        " chaos(...) from pytest_startup_guard"
+    )
+
+
+def with_hold(trigger: Trigger | None, hold: float | None, where: str) -> Trigger | None:
+    """``trigger`` with ``hold`` as its hold (``hold=`` of a ``startup_races`` marker): it fills
+    the hold of an ``on_access()`` that gave none (no trigger: ``on_access(hold=hold)``); a
+    trigger that has a hold of its own is an error, the hold being given twice."""
+    if hold is None:
+        return trigger
+    if trigger is None:
+        return OnAccess(hold=hold)
+    if isinstance(trigger, OnAccess) and trigger.hold is None:
+        return replace(trigger, hold=hold)
+    raise InvalidArgumentError(
+        f"hold={hold:g} and trigger={trigger.describe()} in {where} both set how long the window"
+        " stays open: give the hold once, as hold= or inside the trigger"
+    )

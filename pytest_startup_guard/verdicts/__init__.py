@@ -2,7 +2,8 @@
 
 Owns the kinds of case and their verdict words (``kinds``, standard library only: the report
 says verdicts with them), the ``startup_races`` matrix and ``StartupCase`` (``cases``), the
-stress rounds of ``--startup-guard-stress`` (``stress``) and the in-process
+stress rounds of ``--startup-guard-stress`` (``stress``), the words a transient verdict uses
+for windows and retries (``timing``) and the in-process
 ``assert_survives`` / ``assert_fails_closed`` (``in_process``).
 
 May import: settings, runtime, cache, races, fleet.

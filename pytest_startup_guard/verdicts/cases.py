@@ -5,8 +5,9 @@ Error text cannot tell a transient fault from a permanent one: a config that is 
 moment and one that is gone give the same ``OSError`` or ``ValueError: Unrecognized model``. Only the outcome over time can, so a start-up is judged on that:
 
 - **transient** ⇒ every member became ready, with the real config (the probe's ``expect`` or
-  ``check(expect=...)``), and the race hit every member at least once (else the case proves
-  nothing);
+  ``check(expect=...)``), the race hit every member at least once, and every process that read
+  the raced file since arming (workers too; the test process aside) was hit (else the case
+  proves nothing for it, and says when it read the file against the windows);
 - **corrupt** ⇒ no member became ready, each exited non-zero before the readiness time-out,
   with output naming the file or the repo. Hanging is failing; coming up is hiding it;
 - **stale** (a lock a dead process left) ⇒ every member met the lock, and each either became
@@ -22,12 +23,14 @@ decide") instead of calling the start-up good or bad.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_startup_guard.cache.corruptions import CORRUPTIONS
 from pytest_startup_guard.cache.hubcache import CachedRepo
+from pytest_startup_guard.checks import seconds
 from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
 from pytest_startup_guard.fleet.exploration import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet, Server
@@ -37,7 +40,21 @@ from pytest_startup_guard.races.base import RaceTarget
 from pytest_startup_guard.races.catalog import RACES, races_for_all, stale_races
 from pytest_startup_guard.races.exploration import FLEET_MODES, Exploration, Mode
 from pytest_startup_guard.races.hubrace import HubRace
+from pytest_startup_guard.races.triggers import (
+    Chaos,
+    OnAccess,
+    Placed,
+    Trigger,
+    checked_trigger,
+    with_hold,
+)
+from pytest_startup_guard.runtime.controller import FILE_OPS, TEST_PROCESS, AccessEvent
 from pytest_startup_guard.verdicts.kinds import KINDS, WORDS, CaseKind
+from pytest_startup_guard.verdicts.timing import Clock, retry_words, unhit_reader_words
+
+# How long a failed transient check waits for an open window to close by itself, to say how
+# long it was open (a window of the default hold closes within tens of milliseconds).
+WINDOW_SETTLE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +64,10 @@ class CaseSpec:
     kind: CaseKind
     name: str
     explore: Mode | None = None  # a transient case raced at every access point: its mode
+    # A transient case's trigger from the marker (``trigger=``, its hold filled by ``hold=``);
+    # None: on_access() with the race's default hold.
+    trigger: Trigger | None = None
+    hold: float | None = None  # the marker's ``hold=``: also fills apply(trigger=on_access())
 
     @property
     def id(self) -> str:
@@ -80,13 +101,14 @@ def cases_from_marker(
             f"{where} takes keyword arguments only:"
             " startup_races(transient=[...], corrupt=[...], stale=[...])"
         )
-    unknown = set(kwargs) - {*KINDS, "explore"}
+    unknown = set(kwargs) - {*KINDS, "explore", "hold", "trigger"}
     if unknown:
         raise StartupGuardError(
             f"unknown keyword {sorted(unknown)[0]!r} in {where}; expected transient=, corrupt="
-            " and/or stale=, and explore="
+            " and/or stale=, and explore=, hold= or trigger= for the transient cases"
         )
     explore = _explore_mode(kwargs.get("explore", False), where)
+    hold, trigger = _timing(kwargs, where)
     transient_names = [name for name in RACES if not RACES[name].stale]
     transient = _names(
         kwargs.get("transient"), "transient", transient_names, races_for_all(), where
@@ -102,11 +124,33 @@ def cases_from_marker(
             f"explore={kwargs['explore']!r} in {where} races transient cases at every access"
             " point, and this marker names none: add transient=[...]"
         )
+    timed = [f"{key}={kwargs[key]!r}" for key in ("hold", "trigger") if kwargs.get(key) is not None]
+    if timed and not transient:
+        raise StartupGuardError(
+            f"{' and '.join(timed)} in {where} sets the window of transient cases, and this marker"
+            " names none: add transient=[...], or leave it out"
+        )
+    if timed and explore is not None:
+        raise StartupGuardError(
+            f"{' and '.join(timed)} in {where}: explore={kwargs['explore']!r} opens a window at"
+            " every access point with the exploration's own hold (0.5 s); leave hold= and"
+            " trigger= out, or explore= off"
+        )
     return (
-        [CaseSpec("transient", name, explore) for name in transient]
+        [CaseSpec("transient", name, explore, trigger, hold) for name in transient]
         + [CaseSpec("corrupt", name) for name in corrupt]
         + [CaseSpec("stale", name) for name in stale]
     )
+
+
+def _timing(kwargs: dict[str, object], where: str) -> tuple[float | None, Trigger | None]:
+    """The marker's ``hold=`` (seconds) and ``trigger=`` (a trigger, its hold filled by
+    ``hold=`` where it left it out), each checked: a bad one names itself and the test."""
+    raw_hold = kwargs.get("hold")
+    hold = None if raw_hold is None else seconds("hold", raw_hold, where)
+    raw_trigger = kwargs.get("trigger")
+    trigger = None if raw_trigger is None else checked_trigger(raw_trigger, where)
+    return hold, with_hold(trigger, hold, where)
 
 
 def _explore_mode(value: object, where: str) -> Mode | None:
@@ -169,16 +213,24 @@ class StartupCase:
         return f"<startup_case {self.spec.id}>"
 
     def apply(
-        self, target: CachedRepo | str | os.PathLike[str], filename: str | None = None
+        self,
+        target: CachedRepo | str | os.PathLike[str],
+        filename: str | None = None,
+        *,
+        trigger: Trigger | None = None,
     ) -> None:
-        """Arm the race (its default deterministic trigger), write the corruption, or leave
-        the stale lock: on ``filename`` of a hub repo (``apply(repo, "config.json")``), or, for
-        a generic race or a stale lock, on a path under a root the plugin owns
-        (``apply(shared_dir / "triton" / "kernel.json")``)."""
+        """Arm the race, write the corruption, or leave the stale lock: on ``filename`` of a hub
+        repo (``apply(repo, "config.json")``), or, for a generic race or a stale lock, on a path
+        under a root the plugin owns (``apply(shared_dir / "triton" / "kernel.json")``).
+
+        A transient case races with ``trigger`` if given, else the marker's ``trigger=``, else
+        ``on_access()``; an ``on_access()`` without a hold takes the marker's ``hold=``, else
+        the race's modelled window plus 20 ms."""
         if self.applied:
             raise StartupGuardError(
                 f"startup_case {self.spec.id} was already applied to {self.target}"
             )
+        case_trigger = self._trigger(trigger)
         race = RACES.get(self.name) if self.kind != "corrupt" else None
         if isinstance(target, CachedRepo):
             if not isinstance(filename, str):
@@ -199,7 +251,9 @@ class StartupCase:
                 self.fleets.explore_next_launch(request)
                 self.explore_request = request
             else:  # check() judges hits
-                self.armed = self.races.arm(self.name, target, filename, allow_miss=True)
+                self.armed = self.races.arm(
+                    self.name, target, filename, trigger=case_trigger, allow_miss=True
+                )
             self.repo, self.filename = target, filename  # applied: only once it worked
             self.target = f"{filename} of {target}"
             return
@@ -214,9 +268,30 @@ class StartupCase:
                 " a path takes generic races and stale locks only"
                 + (", and explore=True cases explore a hub repo's file" if race else "")
             )
-        self.armed = self.races.arm_path(self.name, target, allow_miss=True)
+        self.armed = self.races.arm_path(self.name, target, trigger=case_trigger, allow_miss=True)
         self.path = Path(getattr(self.armed.target, "path", target))
         self.target = self.armed.target.label
+
+    def _trigger(self, given: object) -> Trigger | None:
+        """The trigger this case races with: ``apply(trigger=)`` (checked), else the marker's;
+        the marker's ``hold=`` fills an ``on_access()`` that gave no hold."""
+        where = f"startup_case.apply() of case {self.spec.id}"
+        if given is None:
+            return self.spec.trigger if self.spec.trigger is not None else None
+        if self.kind != "transient" or self.spec.explore is not None:
+            what = {
+                "corrupt": "a corruption is written once and stays",
+                "stale": "a stale lock stays from apply() until teardown",
+                "transient": "an explore=True case opens a window at every access point itself",
+            }[self.kind]
+            raise StartupGuardError(
+                f"invalid trigger={given!r} for {where}: {what}, so it takes no trigger; give"
+                " trigger= to transient cases only"
+            )
+        checked = checked_trigger(given, where)
+        if isinstance(checked, OnAccess) and checked.hold is None and self.spec.hold is not None:
+            return replace(checked, hold=self.spec.hold)
+        return checked
 
     @property
     def exploration(self) -> Exploration | None:
@@ -234,12 +309,15 @@ class StartupCase:
             raise StartupGuardError(
                 "startup_case.check() before apply(repo, filename) or apply(path): nothing was raced"
             )
+        # Every worker's fate first (and counted as reported): a start-up is judged on every
+        # process that did start-up work, not on the member's probe alone.
+        workers = fleet.worker_problems_by_server() if self.explore_request is None else {}
         if self.explore_request is not None:
             problems = self._explored(fleet)
         elif self.kind == "transient":
-            problems = self._transient(fleet, expect)
+            problems = self._transient(fleet, expect, workers)
         elif self.kind == "stale":
-            problems = self._stale(fleet)
+            problems = self._stale(fleet, workers)
         else:
             problems = self._corrupt(fleet)
         verdict = WORDS[self.kind].done
@@ -266,7 +344,14 @@ class StartupCase:
             self.judgement.message = message
             raise AssertionError(message)
 
-    def _transient(self, fleet: Fleet, expect: Callable[[Server], object] | None) -> list[str]:
+    def _transient(
+        self,
+        fleet: Fleet,
+        expect: Callable[[Server], object] | None,
+        workers: dict[int, list[str]],
+    ) -> list[str]:
+        self._let_windows_close(fleet)
+        self.races.hits  # noqa: B018 - reads a chaos refresher's windows into its hits
         problems = []
         for server in fleet.servers:
             if server.state == "undecided":
@@ -279,6 +364,13 @@ class StartupCase:
             elif not server.ready:
                 problems.append(
                     f"server {server.index} did not survive the race: {server.status()}"
+                    + "".join(f"; {line}" for line in self._retried(server, fleet))
+                )
+            elif workers.get(server.index):
+                # It answered its probe, but a process of it died: that is not surviving.
+                problems.extend(workers[server.index])
+                problems.extend(
+                    f"server {server.index}: {line}" for line in self._retried(server, fleet)
                 )
             elif expect is not None and not _accepts(expect, server):
                 problems.append(
@@ -289,7 +381,102 @@ class StartupCase:
                     f"the race never hit server {server.index}: this case proves nothing for it"
                     " (does it read the file? is its interpreter under the plugin?)"
                 )
+        return problems + self._unhit_readers(fleet)
+
+    def _let_windows_close(self, fleet: Fleet, within: float = WINDOW_SETTLE_SECONDS) -> None:
+        """Where a member did not start up, give an open window (at most ``within`` seconds)
+        to close by itself, so that the message can say how long it was open."""
+        armed = self.armed
+        if armed is None or isinstance(armed.trigger, (Chaos, Placed)):
+            return
+        if all(server.ready for server in fleet.servers):
+            return
+        deadline = time.monotonic() + within
+        while armed.is_open and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def _clock(self, fleet: Fleet) -> Clock:
+        if fleet.released_t is not None:
+            return Clock(fleet.released_t, "the fleet's release")
+        assert self.armed is not None
+        return Clock(self.armed.armed_t, "arming the race")
+
+    def _raced_reads(self) -> dict[int, list[AccessEvent]]:
+        """Each process's accesses of the raced file since arming (the test process's aside:
+        a case judges the fleet, and a test may read the file itself)."""
+        armed = self.armed
+        if armed is None:
+            return {}
+        controller = self.races.controller
+        with controller.lock:
+            accesses = list(controller.accesses)
+        reads: dict[int, list[AccessEvent]] = {}
+        for access in accesses:
+            if (
+                access.t >= armed.armed_t
+                and access.op in FILE_OPS
+                and access.member != TEST_PROCESS
+                and access.pid != os.getpid()
+                and armed.reads_raced_file(access.path)
+            ):
+                reads.setdefault(access.pid, []).append(access)
+        return reads
+
+    def _retried(self, server: Server, fleet: Fleet) -> list[str]:
+        """For a member that met the race and did not start up: the windows each of its
+        processes met, and how long that process retried (its first hit to its end, if the
+        controller saw it go, else to its last read of the raced file)."""
+        armed = self.armed
+        if armed is None:
+            return []
+        hits = [hit for hit in server.hits if hit in armed.hits]
+        if not hits:
+            return []
+        clock = self._clock(fleet)
+        reads = self._raced_reads()
+        controller = self.races.controller
+        lines = []
+        for pid in sorted({hit.pid for hit in hits}):
+            own = [hit for hit in hits if hit.pid == pid]
+            # An access that opened a window proceeds once it is open: met then, not before.
+            first = min(max(hit.t, armed.windows[hit.window].opened_t) for hit in own)
+            with controller.lock:
+                records = [record for record in controller.history if record.pid == pid]
+            gone = records[-1].gone_t if records else None
+            if gone is not None:
+                end_t, end = gone, "its end"
+            else:
+                last_read = max((a.t for a in reads.get(pid, [])), default=max(h.t for h in own))
+                end_t, end = last_read, f"its last read of {self._raced_name()}"
+            windows = sorted({hit.window for hit in own})
+            lines.append(retry_words(pid, armed.windows, windows, first, end_t, end, clock))
+        return lines
+
+    def _unhit_readers(self, fleet: Fleet) -> list[str]:
+        """Never vacuous, per process: each process that read the raced file must have been
+        hit; one line for each that was not, with its read and the windows around it."""
+        armed = self.armed
+        if armed is None:
+            return []
+        hit = armed.hit_pids()
+        clock = self._clock(fleet)
+        problems = []
+        for pid, reads in sorted(self._raced_reads().items()):
+            if pid in hit:
+                continue
+            who = next(
+                (f"server {s.index}" for s in fleet.servers if pid in fleet.members_pids(s)),
+                "not a member of this fleet",
+            )
+            problems.append(
+                unhit_reader_words(pid, who, self._raced_name(), reads[0].t, armed.windows, clock)
+            )
         return problems
+
+    def _raced_name(self) -> str:
+        if self.filename is not None:
+            return self.filename
+        return self.path.name if self.path is not None else "the raced file"
 
     def _explored(self, fleet: Fleet) -> list[str]:
         """Survived at every access point: each point that did not is a problem."""
@@ -330,7 +517,7 @@ class StartupCase:
                 )
         return problems
 
-    def _stale(self, fleet: Fleet) -> list[str]:
+    def _stale(self, fleet: Fleet, workers: dict[int, list[str]]) -> list[str]:
         """Recover or fail closed, naming the lock, within the readiness time-out."""
         assert self.armed is not None
         lock = Path(getattr(self.armed.target, "path", ""))
@@ -344,6 +531,9 @@ class StartupCase:
                     f"server {server.index} never touched the stale lock {lock}: this case proves"
                     " nothing for it (does it take this lock? is its interpreter under the plugin?)"
                 )
+            if server.ready and workers.get(server.index):
+                problems.extend(workers[server.index])  # up, but a process of it died
+                continue
             if server.ready or server.state == "rejected":
                 continue  # it recovered: broke the lock, or went on without it
             if server.state == "hung":
