@@ -29,7 +29,7 @@ CONFIG_SERVER = ROOT / "examples" / "servers" / "config_server.py"
 
 HEAD = f"""
 import sys
-from pytest_startup_guard import ready
+from pytest_startup_guard import on_access, ready
 
 CONFIG = {{"config.json": {{"model_type": "gpt2"}}}}
 
@@ -166,7 +166,7 @@ def test_a_naive_fleet_that_a_race_killed_shows_its_exits_and_hits(
         """
 def test_naive(hub_cache, hub_race, server_fleet):
     repo = hub_cache.add_model("acme/tiny", CONFIG)
-    hub_race.arm("pointer_swap", repo, "config.json")
+    hub_race.arm("pointer_swap", repo, "config.json", trigger=on_access(hold=0.5))
     server_fleet.launch(
         config_server("naive"), count=2, timeout=20, ready=ready.http("/health")
     ).assert_all_ready()
@@ -554,3 +554,156 @@ def test_failed_tests_come_first_each_linked_to_its_section() -> None:
     assert "HIDDEN FAILURE" in rows[1].text()
     sections = [n.attrs["id"] for n in root.all("section", "sg-test")]
     assert sections == [row.all("a")[0].attrs["href"][1:] for row in rows]
+
+
+# -- workers: every process that starts up is judged ----------------------------------------------
+
+CAUSE = """OSError: config.json of acme/tiny is <stale> & "unusable" (worker 1)"""
+
+
+def worker(pid: int, ended: float | None, code: int | None, *, failed: bool, **extra: Any) -> Any:
+    return {
+        "pid": pid, "ppid": 100, "role": "worker", "started": 0.95, "startup_work": True,
+        "ended": ended, "exit_code": code, "known_from": "reaped" if code is not None else "",
+        "cause": None, "failed": failed, **extra,
+    }  # fmt: skip
+
+
+def workers_test() -> dict[str, Any]:
+    """A ready supervisor (pid 100) and its workers: one failed (code 3, a cause with markup),
+    one killed without a word (failed too), one the fleet's stop ended (long after the rest),
+    one that did no start-up work and exited 0, one still running."""
+    workers = [
+        worker(101, 1.4, 3, failed=True, cause=CAUSE),
+        worker(102, 1.6, None, failed=True),
+        worker(103, 9.0, -15, failed=False),
+        worker(104, 1.2, 0, failed=False, startup_work=False),
+        worker(105, None, None, failed=False),
+    ]
+    member = {**server(0, 100, "ready", ready=0.8), "started_up": False, "workers": workers}
+    return {
+        "races": [],
+        "fleets": [{"released": 1.0, "stopped": 8.0, "servers": [member]}],
+        "processes": [process(100, "server 0", 0.9)]
+        + [process(pid, "server 0", 0.95) for pid in range(101, 106)],
+    }
+
+
+def test_each_worker_row_ends_with_the_mark_of_its_end() -> None:
+    test = workers_test()
+    timeline = drawn(test)
+    rows = {row.attrs.get("data-pid"): row for row in timeline.all("g", "sg-row")}
+    assert [row.attrs["data-label"] for row in timeline.all("g", "sg-row")] == [
+        "server 0", *["server 0 child"] * 5,
+    ]  # fmt: skip
+    ends = {pid: rows[pid].all("g", "sg-end") for pid in rows}
+    assert ends["100"] == [] and ends["105"] == []  # the member (its own marks), one running
+    (failed,) = ends["101"]
+    assert "sg-mark" in failed.classes and "sg-end-failed" in failed.classes
+    assert (failed.attrs["data-end"], failed.attrs["data-code"]) == ("failed", "3")
+    assert failed.attrs["data-t"] == "0.4"  # on the axis: from the release
+    assert failed.title().startswith("failed: worker pid 101 (server 0) exited with code 3 at ")
+    assert failed.title().endswith(f"; cause: {CAUSE}")  # markup read back as text
+    (label,) = failed.all("text", "sg-end-label")
+    assert label.text() == "code 3"
+    (badge,) = failed.all("rect")
+    assert badge.attrs["fill"] == svg.EXIT  # a failure is drawn red, as an exit is
+    (silent,) = ends["102"]
+    assert "sg-end-failed" in silent.classes and silent.attrs["data-code"] == ""
+    assert silent.all("text", "sg-end-label")[0].text() == "no word"
+    assert "ended without a word" in silent.title()
+    (stopped,) = ends["103"]
+    assert "sg-end-stopped" in stopped.classes and "sg-end-failed" not in stopped.classes
+    assert stopped.all("text", "sg-end-label")[0].text() == "SIGTERM"
+    assert "when its fleet was stopped" in stopped.title() and "8.000 s" in stopped.title()
+    assert not stopped.all("rect")  # not drawn as a failure
+    # The stop came long after: its mark is at the end, which the stop does not stretch.
+    assert float(stopped.attrs["data-t"]) == pytest.approx(0.8)  # the ready mark, the last event
+    (helper,) = ends["104"]
+    assert "sg-end-ended" in helper.classes and "not judged" in helper.title()
+    # Each ended worker's run stops at its end mark.
+    (run,) = rows["101"].all("line", "sg-run")
+    (mark_x,) = {float(t.attrs["x"]) for t in failed.all("rect")}
+    assert float(run.attrs["x2"]) == pytest.approx(mark_x + 7, abs=0.2)
+    legend = timeline.all("g", "sg-legend")[0].text()
+    assert "worker failed" in legend and "worker stopped with its fleet" in legend
+    # The text timeline: the same rows, each worker's ending in its letter.
+    text = text_timeline.timeline_of(test)
+    assert text is not None
+    cells = [line.split("|", 1)[1].rstrip() for line in text.splitlines() if "child pid" in line]
+    assert [cell[-1] for cell in cells] == ["F", "F", "S", "E", "-"]
+    assert "F worker failed" in text
+
+
+def test_the_cause_of_a_worker_stays_text_and_the_legend_is_unchanged_without_workers() -> None:
+    markup = svg.timeline_svg(workers_test())
+    assert markup is not None
+    assert "<stale>" not in markup and "&lt;stale&gt; &amp; &quot;unusable&quot;" in markup
+    parse(markup)  # well formed
+    plain = drawn({"races": [], "fleets": [{"released": 0.5, "servers": [server(0, 10, "ready")]}]})
+    assert "worker" not in plain.all("g", "sg-legend")[0].text()
+    text = text_timeline.timeline_of(
+        {"races": [], "fleets": [{"released": 0.5, "servers": [server(0, 10, "exited", exit=1)]}]}
+    )
+    assert text is not None and "worker" not in text
+
+
+def test_the_html_report_names_a_dead_worker_under_a_ready_server() -> None:
+    test = {
+        **workers_test(),
+        "nodeid": "t.py::test_workers",
+        "outcome": "failed",
+        "seed": 1,
+        "replay": "pytest t.py::test_workers",
+        "reruns": 0,
+        "attempts": [],
+        "hidden_failure": None,
+        "verdict": None,
+        "time_to_ready": None,
+    }
+    test["fleets"][0]["servers"][0]["absorbed"] = False
+    document = {"target": "cpu", "seed": 1, "exit_status": 1, "versions": {}, "totals": {}}
+    root = assert_self_contained(report_html({**document, "tests": [test]}))
+    section = section_of(root, test)
+    (row,) = section.all("tr", "sg-server-row")
+    (state,) = row.all("td", "sg-failed")  # ready, but its start-up failed
+    assert state.text() == "ready; 2 of 5 workers failed"
+    (problems,) = section.all("ul", "sg-worker-problems")
+    assert [item.text() for item in problems.all("li")] == [
+        f"server 0: worker pid 101 exited with code 3 ({CAUSE})",
+        "server 0: worker pid 102 ended without a word",
+    ]
+    assert len(timeline_of(section).all("g", "sg-end-failed")) == 2
+
+
+def test_a_real_server_whose_worker_died_has_its_end_mark(guard_pytester: pytest.Pytester) -> None:
+    """A supervisor that answers its probe while one of its two workers dies (the
+    ``tests/test_report.py`` server): the dead worker's row ends with its failed mark."""
+    from test_report import WORKER_CAUSE, WORKERS_SERVER
+
+    guard_pytester.makepyfile(workers=WORKERS_SERVER)
+    document = run_report(
+        guard_pytester,
+        """
+def test_workers(hub_cache, hub_race, server_fleet):
+    repo = hub_cache.add_model("acme/tiny", CONFIG)
+    hub_race.arm("pointer_swap", repo, "config.json")
+    server_fleet.launch(
+        [sys.executable, "workers.py", "{port}"], count=1, timeout=20, ready=ready.http("/"),
+        workers=1,
+    ).assert_all_ready()
+""",
+        failed=1,
+    )
+    (test,) = document["tests"]
+    (member,) = test["fleets"][0]["servers"]
+    (dead,) = [w for w in member["workers"] if w["failed"]]
+    section = section_of(assert_self_contained(report_html(document)), test)
+    (row,) = timeline_of(section).all("g", "sg-row", data_pid=str(dead["pid"]))
+    assert row.attrs["data-kind"] == "child"
+    (end,) = row.all("g", "sg-end")
+    assert "sg-end-failed" in end.classes and end.attrs["data-code"] == "1"
+    assert f"cause: {WORKER_CAUSE}" in end.title()
+    assert end.all("text", "sg-end-label")[0].text() == "code 1"
+    (problems,) = section.all("ul", "sg-worker-problems")
+    assert f"worker pid {dead['pid']} exited with code 1 ({WORKER_CAUSE})" in problems.text()

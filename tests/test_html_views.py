@@ -233,3 +233,45 @@ def test_without_a_browser_the_views_skip_saying_how_to_install_one(
     )  # fmt: skip
     assert "1 skipped" in done.stdout, done.stdout
     assert "apt-get install chromium" in done.stdout
+
+
+WORKERS_PROBE = """
+const visible = (el) => { const b = el.getBoundingClientRect(); return b.width > 0 && b.height > 0; };
+return [...document.querySelectorAll('g.sg-mark.sg-end')].map((mark) => {
+  const badge = mark.querySelector('rect, circle');
+  const row = mark.closest('g.sg-row');
+  return {
+    classes: [...mark.classList],
+    pid: mark.dataset.pid,
+    visible: visible(mark),
+    fill: getComputedStyle(badge).fill,
+    label: (mark.querySelector('text.sg-end-label') || {}).textContent,
+    title: mark.querySelector('title').textContent,
+    row: row ? row.dataset.kind : null,
+    problems: [...document.querySelectorAll('ul.sg-worker-problems li')].map((li) => li.textContent),
+  };
+});
+"""
+
+
+def test_a_worker_that_died_under_a_ready_server_ends_its_row_with_a_red_mark(
+    chromium: str, guard_pytester: pytest.Pytester
+) -> None:
+    """A supervisor answers its probe while one of its two workers dies (the server of
+    ``tests/test_report.py``): the dead worker's row ends with a red mark, whose hover text says
+    its exit code and its cause, read back as text."""
+    from test_report import WORKER_CAUSE, run_workers_fleet
+
+    result = run_workers_fleet(guard_pytester, "--startup-guard-html=out/report.html")
+    result.assert_outcomes(failed=1)
+    marks = facts(guard_pytester.path / "out" / "report.html", WORKERS_PROBE)
+    failed = [mark for mark in marks if "sg-end-failed" in mark["classes"]]
+    assert len(failed) == 1, marks
+    (mark,) = failed
+    assert mark["visible"] and red(mark["fill"]) and mark["row"] == "child"
+    assert mark["label"] == "code 1"
+    assert "exited with code 1" in mark["title"] and WORKER_CAUSE in mark["title"]
+    assert any(WORKER_CAUSE in problem for problem in mark["problems"])
+    # The other worker ended when the fleet was stopped: not drawn as a failure.
+    assert all(not red(other["fill"]) for other in marks if other is not mark)
+    screenshot(guard_pytester.path / "out" / "report.html", artifacts_dir() / "html-workers.png")

@@ -8,20 +8,25 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from report_schema import validate, validator
 
+from pytest_startup_guard.report import words
 from pytest_startup_guard.report.artifacts import folder_name
+from pytest_startup_guard.report.record import StartupRecord, server_facts
 from pytest_startup_guard.report.run_report import SCHEMA_FILE
 from pytest_startup_guard.report.timeline import Lane, render
+
+if TYPE_CHECKING:
+    from pytest_startup_guard.fleet.workers import Worker
 
 STUB = (Path(__file__).parent / "stub_server.py").read_text()
 
 COMMON = """
 import sys
-from pytest_startup_guard import ready
+from pytest_startup_guard import on_access, ready
 
 CONFIG = {"config.json": {"model_type": "gpt2"}}
 
@@ -33,7 +38,8 @@ def launch(server_fleet, policy, count=2):
 
 def raced_fleet(hub_cache, hub_race, server_fleet, policy, count=2):
     repo = hub_cache.add_model("acme/tiny", CONFIG)
-    hub_race.arm("pointer_swap", repo, "config.json")
+    # A hold of its own: the report's words and windows do not follow the default hold.
+    hub_race.arm("pointer_swap", repo, "config.json", trigger=on_access(hold=0.5))
     return launch(server_fleet, policy, count)
 """
 
@@ -74,10 +80,10 @@ def test_the_schema_holds_to_its_draft_and_rejects_a_broken_report() -> None:
     schema = json.loads(SCHEMA_FILE.read_text())
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert type(validator()).__name__ == "Draft202012Validator"  # checked against its metaschema
-    assert schema["properties"]["version"] == {"const": 4}
-    broken: dict[str, Any] = {"schema": "pytest-startup-guard-report", "version": 3, "tests": [{}]}
+    assert schema["properties"]["version"] == {"const": 5}
+    broken: dict[str, Any] = {"schema": "pytest-startup-guard-report", "version": 4, "tests": [{}]}
     errors = validate(broken)
-    assert "$.version: 4 was expected" in errors
+    assert "$.version: 5 was expected" in errors
     assert "$: 'seed' is a required property" in errors
     assert "$.tests[0]: 'nodeid' is a required property" in errors
 
@@ -536,3 +542,212 @@ def test_artifact_folder_names(nodeid: str, attempt: int, name: str) -> None:
     assert folder_name(nodeid, attempt) == name
     long = folder_name("t.py::test_" + "x" * 300, 0)
     assert len(long) == 129 and re.fullmatch(r"t\.py__test_x+-[0-9a-f]{8}", long)
+
+
+# -- servers that start their own workers ------------------------------------------------------
+
+# A supervisor that starts two workers as ``uvicorn --workers 2`` does, and serves at once (so its
+# probe passes whatever its workers do): ``python workers.py PORT``. Both workers read the fake
+# cache's config.json (``HF_HUB_CACHE``: the ``hub_cache`` fixture); worker 0 retries until it
+# has it and stays up, worker 1 then exits 1 with an OSError naming config.json (and markup).
+WORKERS_SERVER = """
+import http.server, json, os, subprocess, sys, threading, time
+
+REPO = os.path.join(os.environ["HF_HUB_CACHE"], "models--acme--tiny")
+CAUSE = 'config.json of acme/tiny is <stale> & "unusable" (worker 1)'
+
+
+def read_config():
+    with open(os.path.join(REPO, "refs", "main")) as ref:
+        commit = ref.read()
+    with open(os.path.join(REPO, "snapshots", commit, "config.json")) as handle:
+        return json.load(handle)
+
+
+def worker(index):
+    for attempt in range(100 if index == 0 else 1):
+        try:
+            read_config()
+            break
+        except OSError:
+            time.sleep(0.05)
+    if index == 1:
+        raise OSError(CAUSE)
+    while True:
+        time.sleep(1)
+
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+if sys.argv[1] == "worker":
+    worker(int(sys.argv[2]))
+else:
+    workers = [
+        subprocess.Popen([sys.executable, __file__, "worker", str(index)]) for index in (0, 1)
+    ]
+    threading.Thread(target=lambda: [w.wait() for w in workers], daemon=True).start()  # reaps
+    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+# What worker 1's exception says (the cause the report carries, markup in it).
+WORKER_CAUSE = """OSError: config.json of acme/tiny is <stale> & "unusable" (worker 1)"""
+
+WORKERS_TEST = """
+import sys
+from pytest_startup_guard import ready
+
+def test_a_worker_dies(hub_cache, hub_race, server_fleet):
+    repo = hub_cache.add_model("acme/tiny", {"config.json": {"model_type": "gpt2"}})
+    hub_race.arm("pointer_swap", repo, "config.json")
+    server_fleet.launch(
+        [sys.executable, "workers.py", "{port}"], count=1, timeout=20, ready=ready.http("/"),
+        workers=1,
+    ).assert_all_ready()
+"""
+
+
+def run_workers_fleet(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """One inner run of ``WORKERS_TEST``: a server whose worker dies while it answers its probe."""
+    pytester.makepyfile(workers=WORKERS_SERVER, test_workers=WORKERS_TEST)
+    return pytester.runpytest_subprocess(
+        "-p", "startup_guard", "--startup-guard-seed=13", "--startup-guard-report=report.json",
+        *args,
+    )  # fmt: skip
+
+
+def test_a_server_whose_worker_died_did_not_absorb_the_race(
+    guard_pytester: pytest.Pytester,
+) -> None:
+    """uvicorn --workers N and a race that kills one worker: the supervisor answers its probe,
+    but its start-up failed. The report says which worker died, how and why; it never says the
+    server absorbed the race, and the dead worker's row ends with the mark of its end."""
+    result = run_workers_fleet(guard_pytester, "--startup-guard-html=report.html")
+    result.assert_outcomes(failed=1)
+    document = json.loads((guard_pytester.path / "report.json").read_text())
+    assert validate(document) == []
+    (test,) = document["tests"]
+    (fleet,) = test["fleets"]
+    (server,) = fleet["servers"]
+    assert server["ready"] and server["hits"] > 0, server
+    assert (server["started_up"], server["absorbed"]) == (False, False)
+    assert test["absorbed"] == {"servers": 0, "hits": 0}
+    assert document["totals"]["absorbed_servers"] == 0
+    workers = server["workers"]
+    assert len(workers) == 2 and {w["ppid"] for w in workers} == {server["pid"]}
+    assert {w["role"] for w in workers} == {"worker"} and all(w["startup_work"] for w in workers)
+    (dead,) = [w for w in workers if w["failed"]]
+    assert (dead["exit_code"], dead["cause"]) == (1, WORKER_CAUSE)
+    assert dead["known_from"] in ("reaped", "bye")
+    assert dead["started"] <= dead["ended"] and fleet["released"] <= dead["ended"]
+    assert fleet["stopped"] is not None and dead["ended"] < fleet["stopped"]
+    (alive,) = [w for w in workers if not w["failed"]]
+    assert alive["ended"] is None or alive["ended"] >= fleet["stopped"]  # its fleet's stop ended it
+    assert "server 0" in {p["member"] for p in test["processes"] if p["pid"] == dead["pid"]}
+    # The summary names the dead worker, its code and its cause under the fleet's line.
+    lines = section(result)
+    assert "absorbed a race" not in "\n".join(lines)
+    assert "; 1 worker failed" in lines[1], lines[1]
+    assert lines[2] == "FAILED test_workers.py::test_a_worker_dies"
+    fleet_line = next(i for i, line in enumerate(lines) if line.startswith("  fleet 1: "))
+    assert lines[fleet_line].endswith(", 0 started up"), lines[fleet_line]
+    assert lines[fleet_line + 1] == (
+        f"    server 0: worker pid {dead['pid']} exited with code 1 ({WORKER_CAUSE})"
+    )
+    # The text timeline in the failure message: the dead worker's row ends with F.
+    timeline = next(
+        line for line in result.outlines if re.match(rf"  child pid {dead['pid']} +\|", line)
+    )
+    assert timeline.rstrip().endswith("F"), timeline
+    # The HTML report: the end mark, red, with the cause escaped in its hover text.
+    page = (guard_pytester.path / "report.html").read_text()
+    marks = re.findall(
+        rf'<g class="sg-mark sg-end sg-end-failed"[^>]* data-pid="{dead["pid"]}"[^>]*>'
+        r"<title>([^<]*)</title>",
+        page,
+    )
+    assert len(marks) == 1, marks
+    assert "exited with code 1" in marks[0]
+    assert "&lt;stale&gt; &amp; &quot;unusable&quot;" in marks[0]
+    assert "<stale>" not in page
+
+
+def fake_server(workers: list[Worker], *, ready: bool = True, **fields: Any) -> Any:
+    """A ``Server`` whose child runtime knows ``workers`` (and one hit), and its fleet."""
+    from pytest_startup_guard.fleet.fleet import Server
+
+    server = Server(0, 100, None, ["serve"], Path("/nonexistent"), state="ready", ready=ready,
+                    seconds_to_ready=0.5, member="fleet1:0", **fields)  # fmt: skip
+    server.hits_of = lambda server: [object()]  # type: ignore[assignment, list-item]
+    server.workers_of = lambda server: workers
+
+    class Fleet:
+        def members_pids(self, server: Server) -> set[int]:
+            return {100, *(worker.pid for worker in workers)}
+
+    return server, Fleet()
+
+
+def worker(pid: int, ended: float | None, code: int | None, **fields: Any) -> Worker:
+    from pytest_startup_guard.fleet.workers import Worker
+
+    values: dict[str, Any] = dict(
+        pid=pid, ppid=100, role="worker", argv=("python", "w.py"), started_t=10.1,
+        startup_work=True, first_access_t=10.2, last_access_t=10.2, ended_t=ended,
+        exit_code=code, known_from="reaped" if code is not None else "", cause=None,
+    )  # fmt: skip
+    values.update(fields)
+    return Worker(**values)
+
+
+def test_server_facts_judge_every_worker_and_absorb_only_a_start_up() -> None:
+    """Built from ``Worker`` objects: a failed worker, one its fleet's stop ended, one still
+    running, one that ended without a word; ``absorbed`` needs ``started_up``."""
+    record = StartupRecord(origin=10.0)
+    failed = worker(201, 10.4, 3, cause="OSError: [Errno 2] No such file: 'config.json'")
+    stopped = worker(202, 12.5, -15)
+    running = worker(203, None, None)
+    server, fleet = fake_server([failed, stopped, running], released_t=10.05, stopped_t=12.0)
+    facts = server_facts(record, fleet, server)
+    assert (facts["ready"], facts["started_up"], facts["absorbed"]) == (True, False, False)
+    assert facts["died_after_ready"] is None
+    assert facts["workers"][0] == {
+        "pid": 201, "ppid": 100, "role": "worker", "started": pytest.approx(0.1),
+        "startup_work": True, "ended": pytest.approx(0.4), "exit_code": 3,
+        "known_from": "reaped", "cause": "OSError: [Errno 2] No such file: 'config.json'",
+        "failed": True,
+    }  # fmt: skip
+    assert [w["failed"] for w in facts["workers"]] == [True, False, False]
+    assert facts["workers"][2]["ended"] is None and "output_tail" in facts
+    # Every worker up, or stopped by the fleet: the race was absorbed.
+    server, fleet = fake_server([stopped, running], released_t=10.05, stopped_t=12.0)
+    facts = server_facts(record, fleet, server)
+    assert (facts["started_up"], facts["absorbed"]) == (True, True)
+    assert "output_tail" not in facts
+    # A member that died after it was ready did not start up, whatever its workers did.
+    server, fleet = fake_server([running], died_after_ready=0.25, returncode=3)
+    facts = server_facts(record, fleet, server)
+    assert (facts["started_up"], facts["absorbed"], facts["died_after_ready"]) == (
+        False, False, 0.25,
+    )  # fmt: skip
+    assert words.server_problems(facts) == ["was ready, then exited with code 3 0.25 s later"]
+
+
+def test_worker_words_name_the_code_the_signal_or_no_word() -> None:
+    base = {"pid": 7, "role": "worker", "ended": 1.0, "cause": None}
+    assert words.worker_words({**base, "exit_code": 3, "cause": "OSError: x"}) == (
+        "worker pid 7 exited with code 3 (OSError: x)"
+    )
+    assert words.worker_words({**base, "exit_code": -9}) == "worker pid 7 killed by SIGKILL"
+    assert words.worker_words({**base, "exit_code": None}) == "worker pid 7 ended without a word"
+    assert words.worker_words({**base, "ended": None, "exit_code": None}) == "worker pid 7 running"
+    assert [words.worker_end_mark({"exit_code": c}) for c in (1, -15, None)] == [
+        "code 1", "SIGTERM", "no word",
+    ]  # fmt: skip
+    server = {"died_after_ready": None, "workers": [{**base, "exit_code": 0, "failed": False}]}
+    assert words.server_problems(server) == []

@@ -11,7 +11,9 @@ network (a system font stack). Its CSS has classes for other views too (a merged
 the header, the totals, a table of the start-up tests (failed ones first, each linked to its
 section) and a section per test with its SVG timeline (``svg.timeline_svg``), verdict,
 failures, races, explorations (every outcome of their points), corruptions, fleets and servers
-(the output tail of those not ready) and its replay command. ``anchor(nodeid)`` is the ``id``
+(what failed beyond a server's state, ``ul.sg-worker-problems``: a worker that died, a server
+that exited after it was ready; the output tail of those that did not start up) and its replay
+command. ``anchor(nodeid)`` is the ``id``
 of a test's section (``report.html#...``). The report is the source of truth: this reads its
 plain dicts, nothing live, and says its facts with ``words``. Everything from the report is
 escaped.
@@ -193,6 +195,8 @@ def _totals_text(totals: Mapping[str, Any], tests: Sequence[Mapping[str, Any]]) 
         pieces.append(f"{ready} of {words.count(len(servers), 'server')} ready")
     if totals.get("absorbed_servers"):
         pieces.append(f"{totals['absorbed_servers']} absorbed a race")
+    if words.failed_workers_words(servers):
+        pieces.append(words.failed_workers_words(servers))
     if totals.get("hidden_by_reruns"):
         pieces.append(f"{totals['hidden_by_reruns']} failures hidden by reruns")
     return "; ".join(pieces)
@@ -447,7 +451,14 @@ def _fleets(test: Mapping[str, Any]) -> list[str]:
             hung = server.get("seconds_to_timeout")
             if hung is not None:
                 state += f" at {words.seconds_text(hung)}"
-            cell = "sg-passed" if server.get("ready") else "sg-failed"
+            started_up = bool(server.get("started_up", server.get("ready")))
+            cell = "sg-passed" if started_up else "sg-failed"
+            workers = list(server.get("workers") or [])
+            failed_workers = sum(1 for worker in workers if worker.get("failed"))
+            if failed_workers:
+                state += f"; {failed_workers} of {words.count(len(workers), 'worker')} failed"
+            elif server.get("died_after_ready") is not None:
+                state += ", then exited"
             absorbed = " (absorbed)" if server.get("absorbed") else ""
             parts.append(
                 f'<tr class="sg-server-row" data-state="{escape(server.get("state", ""))}">'
@@ -462,6 +473,14 @@ def _fleets(test: Mapping[str, Any]) -> list[str]:
                 f"<td>{escape(server.get('reason') or '')}</td></tr>"
             )
         parts.append("</tbody></table>")
+        problems = [
+            f"server {server.get('index', '?')}: {problem}"
+            for server in servers
+            for problem in words.server_problems(server)
+        ]
+        if problems:
+            items = "".join(f"<li>{escape(problem)}</li>" for problem in problems)
+            parts.append(f'<ul class="sg-worker-problems sg-failure">{items}</ul>')
         for fault in fleet.get("port_faults") or []:
             parts.append(
                 f"<p>port fault <code>{escape(fault.get('fault', '?'))}</code> on port"
@@ -470,7 +489,7 @@ def _fleets(test: Mapping[str, Any]) -> list[str]:
             )
         for server in servers:
             tail = server.get("output_tail")
-            if server.get("ready") or not tail:
+            if server.get("started_up", server.get("ready")) or not tail:
                 continue
             parts.append(
                 f'<details class="sg-output"{" open" if failed else ""}><summary>output of server'

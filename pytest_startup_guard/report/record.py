@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pytest_startup_guard.fleet.fleet import Fleet, Server
     from pytest_startup_guard.fleet.port_faults import ArmedPortFault
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
+    from pytest_startup_guard.fleet.workers import Worker
     from pytest_startup_guard.races.armed import ArmedRace
     from pytest_startup_guard.races.exploration import Exploration
     from pytest_startup_guard.races.hubrace import HubRace
@@ -209,6 +210,11 @@ def _relative(path: str, folder: os.PathLike[str]) -> str:
 
 def server_facts(record: StartupRecord, fleet: Fleet, server: Server) -> dict[str, Any]:
     hits = len(server.hits)
+    workers = server.workers  # read once: every fact below judges the same list
+    failed = {worker.pid for worker in server.failed_workers(workers)}
+    # Ready, no worker failed, and the member did not die after readiness: what a race that
+    # hit it can be said to have been absorbed by (never a server whose worker died).
+    started_up = server.ready and not failed and server.died_after_ready is None
     facts: dict[str, Any] = {
         "index": server.index,
         "pid": server.pid,
@@ -225,11 +231,38 @@ def server_facts(record: StartupRecord, fleet: Fleet, server: Server) -> dict[st
         "seconds_waiting": _rounded(server.seconds_waiting),
         "reason": server.reason,
         "hits": hits,
-        "absorbed": bool(hits and server.ready),
+        "absorbed": bool(hits and started_up),
+        "started_up": started_up,
+        "died_after_ready": _rounded(server.died_after_ready),
+        "workers": [worker_facts(record, worker, worker.pid in failed) for worker in workers],
     }
-    if not server.ready:
+    if not started_up:  # a server whose worker died answered its probe: its output says why
         facts["output_tail"] = server.tail(OUTPUT_TAIL_LINES)
     return facts
+
+
+def worker_facts(record: StartupRecord, worker: Worker, failed: bool) -> dict[str, Any]:
+    """A process under a member (``fleet.workers``): when it started and ended (the report's
+    seconds), how (``exit_code``: negative for a signal, null where no word reached the plugin)
+    and why; ``failed`` as its server judged it (what the fleet's stop ended is not failed)."""
+    return {
+        "pid": worker.pid,
+        "ppid": worker.ppid,
+        "role": worker.role,
+        "started": record.since(worker.started_t),
+        "startup_work": worker.startup_work,
+        "ended": record.since(worker.ended_t),
+        "exit_code": worker.exit_code,
+        "known_from": worker.known_from,
+        "cause": worker.cause,
+        "failed": failed,
+    }
+
+
+def _stopped(record: StartupRecord, fleet: Fleet) -> float | None:
+    """When the fleet's stop began (the report's seconds), or None while it runs."""
+    stops = [server.stopped_t for server in fleet.servers if server.stopped_t is not None]
+    return record.since(min(stops)) if stops else None
 
 
 def _rounded(value: float | None) -> float | None:
@@ -242,6 +275,7 @@ def fleet_facts(record: StartupRecord, fleet: Fleet) -> dict[str, Any]:
         "count": len(fleet),
         "timeout": fleet.timeout,
         "released": record.since(fleet.released_t),
+        "stopped": _stopped(record, fleet),
         "servers": [server_facts(record, fleet, server) for server in fleet.servers],
         "port_faults": [port_fault_facts(record, armed) for armed in fleet.faults],
     }

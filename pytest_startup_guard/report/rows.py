@@ -18,7 +18,11 @@ test's reports carry: ``races``, ``fleets``, ``processes``, ``accesses``) and re
 - **on a process row**: its running stretch (from its hello, or its fleet's release, to its exit
   or the end), its fleet's milestones (exit, ready, hang, undecided: counted from the release,
   placed only where there is one) and its accesses of the cache, a *hit* where an access met an
-  open window of a race.
+  open window of a race;
+- **on a worker's row** (a process of a server's ``workers[]``), the mark of its end:
+  ``worker-failed`` (it failed: its server's start-up failed), ``worker-stopped`` (it ended when
+  its fleet was stopped: not judged; placed at the end at the latest, as a process still running
+  is) or ``worker-ended`` (any other end: a helper that exited, one that did no start-up work).
 
 Pure: it reads plain dicts, and a view turns the rows into characters or shapes.
 """
@@ -34,6 +38,8 @@ from pytest_startup_guard.wording import count
 MAX_RACE_ROWS = 8
 MAX_PROCESS_ROWS = 30
 TEST_MEMBER = "test"  # the member of the test process's accesses (runtime's TEST_PROCESS)
+# The marks of a worker's end, by how it ended.
+WORKER_ENDS = ("worker-failed", "worker-stopped", "worker-ended")
 
 
 def _is_number(value: object) -> bool:
@@ -74,9 +80,10 @@ class Mark:
     """An instant on a process row."""
 
     t: float
-    kind: str  # a server's exit, ready, hang, undecided; an access: hit, open, listing
-    facts: Mapping[str, Any]  # the report's entry: the server, the hit, the access
-    after: float = 0.0  # a server's milestone: seconds after its fleet's release
+    kind: str  # a server's exit, ready, hang, undecided; an access: hit, open, listing;
+    # a worker's end: WORKER_ENDS
+    facts: Mapping[str, Any]  # the report's entry: the server, the hit, the access, the worker
+    after: float = 0.0  # a server's milestone, a worker's end: seconds after its fleet's release
     race: str = ""  # a hit: its race
     order: int = 0  # a hit: its place among the test's hits, race by race
 
@@ -166,6 +173,41 @@ def _milestones(server: Mapping[str, Any], released: float) -> list[Mark]:
     return marks
 
 
+def _stopped(worker: Mapping[str, Any], stopped: float | None) -> bool:
+    """Whether the worker ended when its fleet was stopped (not failed: its stop ended it)."""
+    ended = _number(worker.get("ended"))
+    return ended is not None and stopped is not None and ended >= stopped
+
+
+def worker_end_kind(worker: Mapping[str, Any], stopped: float | None) -> str | None:
+    """The mark of a worker's end (``WORKER_ENDS``), or None while it runs; ``stopped`` is its
+    fleet's stop (the report's ``stopped``)."""
+    if _number(worker.get("ended")) is None:
+        return None
+    if worker.get("failed"):
+        return "worker-failed"
+    return "worker-stopped" if _stopped(worker, stopped) else "worker-ended"
+
+
+def _worker_ends(
+    fleet: Mapping[str, Any], server: Mapping[str, Any], end: float
+) -> dict[int, Mark]:
+    """The end mark of each worker of ``server`` that ended, by pid; an end at the fleet's stop
+    after the timeline's end is placed at the end (the stop comes at the teardown, long after)."""
+    stopped = _number(fleet.get("stopped"))
+    released = _number(fleet.get("released"))
+    marks = {}
+    for worker in server.get("workers") or []:
+        kind = worker_end_kind(worker, stopped)
+        ended = _number(worker.get("ended"))
+        if kind is None or ended is None or not isinstance(worker.get("pid"), int):
+            continue
+        t = min(ended, end) if kind == "worker-stopped" else ended
+        after = ended - released if released is not None else 0.0
+        marks[worker["pid"]] = Mark(t, kind, worker, after)
+    return marks
+
+
 def _access_marks(
     test: Mapping[str, Any], races: Sequence[Mapping[str, Any]], every_access: bool
 ) -> dict[int, list[Mark]]:
@@ -227,8 +269,14 @@ def _extent(
         if released is None:
             continue  # its servers' seconds count from the release: without one they place nowhere
         times.append(released)
+        stopped = _number(fleet.get("stopped"))
         for server in fleet.get("servers") or []:
             times += [mark.t for mark in _milestones(server, released)]
+            times += [
+                float(worker["ended"])
+                for worker in server.get("workers") or []
+                if _is_number(worker.get("ended")) and not _stopped(worker, stopped)
+            ]
     times += [p["hello"] for p in processes if _is_number(p.get("hello"))]
     return float(min(times)), float(max(times))
 
@@ -272,12 +320,17 @@ def _fleet_rows(
             if row.run is not None and exited is not None:
                 row.run = (row.run[0], exited)  # it runs until its exit
             rows.append(row)
+            ends = _worker_ends(fleet, server, activity.end)
             for process in processes:
                 child = process["pid"]
                 if process.get("member") == name and child not in shown:
                     rows.append(ProcessRow("child", f"{name} child", child, name, process, number))
                     rows[-1].run = activity.run(child, activity.hello.get(child))
                     rows[-1].marks += activity.accesses.get(child, [])
+                    if child in ends:  # a worker: its row ends with the mark of its end
+                        rows[-1].marks.append(ends[child])
+                        if rows[-1].run is not None:
+                            rows[-1].run = (rows[-1].run[0], min(ends[child].t, activity.end))
                     shown.add(child)
     return rows
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pytest_startup_guard.settings.session import GuardSession
 
 SCHEMA = "pytest-startup-guard-report"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 REPORT_ATTR = "startup_guard"  # the attribute carrying a test's part on its reports
 # At the package root, where users load it: importlib.resources.files("pytest_startup_guard").
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "report-schema.json"

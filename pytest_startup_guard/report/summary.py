@@ -94,6 +94,8 @@ def total_line(entries: list[ReportedTest]) -> str:
     absorbed = sum(1 for s in servers if s["absorbed"])
     if absorbed:
         pieces.append(f"{absorbed} absorbed a race")
+    if words.failed_workers_words(servers):
+        pieces.append(words.failed_workers_words(servers))
     reruns = sum(e.reruns for e in entries)
     if reruns:
         pieces.append(words.count(reruns, "rerun"))
@@ -111,6 +113,9 @@ def one_line(entry: ReportedTest) -> str:
     absorbed = facts.get("absorbed", {}).get("servers", 0)
     if absorbed:
         pieces.append(f"{absorbed} absorbed a race")
+    pieces.append(
+        words.failed_workers_words(s for fleet in facts.get("fleets", []) for s in fleet["servers"])
+    )
     pieces.append(_verdict_text(facts.get("verdict")))
     if entry.reruns:
         pieces.append(words.count(entry.reruns, "rerun"))
@@ -131,7 +136,8 @@ def failure_lines(entry: ReportedTest, session: GuardSession) -> list[str]:
         f" {corruption['repo']}@{corruption['revision']}"
         for corruption in facts.get("corruptions", [])
     )
-    lines.extend(_fleet_line(number, fleet) for number, fleet in enumerate(facts.get("fleets", [])))
+    for number, fleet in enumerate(facts.get("fleets", [])):
+        lines += _fleet_lines(number, fleet)
     verdict = _verdict_text(facts.get("verdict"))
     if verdict:
         lines.append(f"  verdict: {verdict}")
@@ -156,6 +162,16 @@ def _race_line(race: dict[str, Any]) -> str:
     )
 
 
+def _fleet_lines(number: int, fleet: dict[str, Any]) -> list[str]:
+    """A fleet of a failed test: its line, then a line per failure its states do not show (a
+    worker that died, even under a server that answered its probe; a server that was ready and
+    then exited)."""
+    lines = [_fleet_line(number, fleet)]
+    for server in fleet["servers"]:
+        lines += [f"    server {server['index']}: {p}" for p in words.server_problems(server)]
+    return lines
+
+
 def _fleet_line(number: int, fleet: dict[str, Any]) -> str:
     """A fleet of a failed test: how many servers became ready, and what the others did."""
     servers = fleet["servers"]
@@ -164,6 +180,9 @@ def _fleet_line(number: int, fleet: dict[str, Any]) -> str:
     if ready:
         median = words.seconds_text(sorted(ready)[len(ready) // 2])
         head += f" (median {median}, worst {words.seconds_text(max(ready))})"
+    started = sum(1 for s in servers if s.get("started_up", s["ready"]))
+    if started < len(ready):  # a worker died, or a member exited after it was ready
+        head += f", {started} started up"
     troubles = [f"server {s['index']} {_server_state(s)}" for s in servers if not s["ready"]]
     return head + (": " + "; ".join(troubles) if troubles else "")
 

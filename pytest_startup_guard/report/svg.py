@@ -30,6 +30,12 @@ Stable hooks (a browser test relies on them):
   ``data-race`` of its first hit, ``data-count``: how many hits of its row within ``MERGE_PX``
   it stands for), ``sg-ready``, ``sg-exit``, ``sg-hang``, ``sg-undecided``; each has
   ``data-t`` (seconds on the axis) and a ``<title>``;
+- the end of a worker (on its process row): ``g.sg-mark.sg-end`` plus ``sg-end-failed`` (it
+  failed: a red square, F), ``sg-end-stopped`` (its fleet's stop ended it: grey, S) or
+  ``sg-end-ended`` (any other end: E), with ``data-pid``, ``data-end`` (``failed``,
+  ``stopped``, ``ended``), ``data-code`` (its exit code, negative for a signal; empty where no
+  word came), ``text.sg-end-label`` (``code 3``, ``SIGKILL``, ``no word``) and a ``<title>`` with
+  how and why it ended (its cause);
 - the release of a fleet: ``g.sg-mark.sg-release`` (``data-fleet``: 1, 2, ...), a line across
   the rows, outside them;
 - the axis ``g.sg-axis`` with ``g.sg-tick`` (``data-seconds``), the legend ``g.sg-legend``, and a
@@ -49,12 +55,20 @@ from typing import Any
 from pytest_startup_guard.report.rows import (
     MAX_PROCESS_ROWS,
     MAX_RACE_ROWS,
+    WORKER_ENDS,
+    Mark,
     ProcessRow,
     RaceRow,
     Timeline,
     timeline_rows,
 )
-from pytest_startup_guard.report.words import count, seconds_text, who
+from pytest_startup_guard.report.words import (
+    count,
+    seconds_text,
+    who,
+    worker_end,
+    worker_end_mark,
+)
 
 __all__ = ["MAX_PROCESS_ROWS", "MAX_RACE_ROWS", "escape", "timeline_svg"]
 
@@ -90,6 +104,10 @@ STATES = {
     "exit": ("sg-exit", "X", EXIT, "square"),
     "hang": ("sg-hang", "H", HANG, "square"),
     "undecided": ("sg-undecided", "U", UNDECIDED, "circle"),
+    # A worker's end (``rows.WORKER_ENDS``): a failure drawn as an exit is, the others muted.
+    "worker-failed": ("sg-end sg-end-failed", "F", EXIT, "square"),
+    "worker-stopped": ("sg-end sg-end-stopped", "S", UNDECIDED, "circle"),
+    "worker-ended": ("sg-end sg-end-ended", "E", MUTED, "circle"),
 }
 
 LEGEND = (
@@ -101,6 +119,12 @@ LEGEND = (
     ("hang", "hung at the time-out"),
     ("undecided", "undecided (machine too slow)"),
     ("release", "release of the fleet"),
+)
+# Added to the legend of a timeline with a worker that ended.
+WORKER_LEGEND = (
+    ("worker-failed", "worker failed"),
+    ("worker-ended", "worker ended"),
+    ("worker-stopped", "worker stopped with its fleet"),
 )
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -250,7 +274,37 @@ def _process_row(row: ProcessRow, zero: float) -> _Row:
     drawn = _Row(row.kind, row.label, row.text, tip, row.pid)
     if row.run is not None:
         drawn.runs.append((*row.run, _running(who(row.pid, None), *row.run, zero)))
+    drawn.marks += [_worker_end(mark, row, zero) for mark in row.marks if mark.kind in WORKER_ENDS]
     return drawn
+
+
+def _worker_end(mark: Mark, row: ProcessRow, zero: float) -> _Mark:
+    """The end of a worker: how (exit code, signal, no word), when, and why (its cause)."""
+    worker = mark.facts
+    ended = float(worker["ended"])
+    named = f"{worker.get('role') or 'worker'} {who(row.pid, row.member)}"
+    at = f"at {seconds_text(ended - zero, 3)} ({seconds_text(mark.after, 3)} after the release)"
+    end = mark.kind.removeprefix("worker-")
+    if end == "failed":
+        tip = f"failed: {named} {worker_end(worker)} {at}"
+    elif end == "stopped":
+        tip = f"stopped: {named} {worker_end(worker)} when its fleet was stopped, {at}"
+    else:
+        tip = f"ended: {named} {worker_end(worker)} {at}"
+        if not worker.get("startup_work"):
+            tip += " (did no start-up work: not judged)"
+    if worker_end(worker) == "ended without a word":
+        tip += "; no exit status reached the plugin (killed by a signal?)"
+    if worker.get("cause"):
+        tip += f"; cause: {worker['cause']}"
+    code = worker.get("exit_code")
+    data = {
+        "pid": str(row.pid),
+        "end": end,
+        "code": "" if code is None else str(code),
+        "label": worker_end_mark(worker),
+    }
+    return _Mark(mark.t, mark.kind, tip, data)
 
 
 def _race_rows(races: Sequence[RaceRow], zero: float) -> tuple[list[_Row], int]:
@@ -332,7 +386,10 @@ def timeline_svg(test: Mapping[str, Any]) -> str | None:
         return PLOT_LEFT + (t - timeline.start) / span * (PLOT_RIGHT - PLOT_LEFT)
 
     rows_bottom = TOP + len(timeline.rows) * ROW_HEIGHT
-    legend = _legend(rows_bottom + 10 + len(timeline.notes) * LINE)
+    workers = any(mark.kind in WORKER_ENDS for row in timeline.rows for mark in row.marks)
+    legend = _legend(
+        rows_bottom + 10 + len(timeline.notes) * LINE, LEGEND + WORKER_LEGEND if workers else LEGEND
+    )
     height = legend[1] + 8
     nodeid = test.get("nodeid")
     label = "start-up timeline" + (f" of {nodeid}" if nodeid else "")
@@ -490,12 +547,23 @@ def _merged_hits(hits: list[_Mark], x: Callable[[float], float], zero: float) ->
 
 
 def _mark(mark: _Mark, cx: float, cy: float, zero: float) -> str:
-    data = "".join(f' data-{key}="{escape(value)}"' for key, value in mark.data.items())
+    data = "".join(
+        f' data-{key}="{escape(value)}"' for key, value in mark.data.items() if key != "label"
+    )
     head = (
         f'<g class="sg-mark {"sg-hit" if mark.kind == "hit" else STATES[mark.kind][0]}"'
         f' data-t="{round(mark.t - zero, 6):g}"{data}><title>{escape(mark.tip)}</title>'
     )
-    return head + _shape(mark.kind, cx, cy) + "</g>"
+    label = ""
+    if mark.kind in WORKER_ENDS:  # what ended it, in a few characters, left of the badge and
+        # above the running line
+        colour = EXIT if mark.kind == "worker-failed" else MUTED
+        label = (
+            f'<text class="sg-end-label" x="{cx - 9:.1f}" y="{cy - 2.5:.1f}" text-anchor="end"'
+            f' font-size="9.5" fill="{colour}" stroke="#ffffff" stroke-width="3"'
+            f' paint-order="stroke">{escape(mark.data.get("label", ""))}</text>'
+        )
+    return head + label + _shape(mark.kind, cx, cy) + "</g>"
 
 
 def _shape(kind: str, cx: float, cy: float) -> str:
@@ -520,13 +588,13 @@ def _shape(kind: str, cx: float, cy: float) -> str:
     )
 
 
-def _legend(top: int) -> tuple[str, int]:
-    """The legend from ``top`` down, wrapped to the width; and where it ends."""
+def _legend(top: int, entries: Sequence[tuple[str, str]] = LEGEND) -> tuple[str, int]:
+    """The legend (``entries``) from ``top`` down, wrapped to the width; and where it ends."""
     parts = ['<g class="sg-legend">']
     x, y = 4.0, top + LINE - 4
     parts.append(f'<text x="{x}" y="{y}" fill="{MUTED}">legend:</text>')
     x += 8 * CHAR_WIDTH
-    for kind, words in LEGEND:
+    for kind, words in entries:
         width = 22 + len(words) * CHAR_WIDTH + 14
         if x + width > WIDTH - 4:
             x, y = 4.0 + 8 * CHAR_WIDTH, y + LINE

@@ -25,19 +25,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_startup_guard.report.rows import ProcessRow, Timeline, timeline_rows
+from pytest_startup_guard.report.rows import WORKER_ENDS, ProcessRow, Timeline, timeline_rows
 from pytest_startup_guard.report.words import seconds_text
 
 WIDTH = 100
 LABEL_WIDTH = 22
 
 # Which mark wins when several fall into one column.
-PRIORITY = {"R": 9, "X": 9, "H": 9, "U": 9, "*": 7, "o": 5, "l": 5, "#": 3, "-": 1, " ": -1}
+PRIORITY = {
+    "R": 9, "X": 9, "H": 9, "U": 9, "F": 9, "E": 9, "S": 9,
+    "*": 7, "o": 5, "l": 5, "#": 3, "-": 1, " ": -1,
+}  # fmt: skip
 
 LEGEND = (
     "legend: o open  l listdir/scandir  * access in an open race window (a hit)"
     "  # window open  - running  R ready  X exited  H hung at the time-out  U undecided (machine too slow)"
 )
+# Added to the legend of a timeline with a worker that ended.
+WORKER_LEGEND = "  F worker failed  E worker ended  S worker stopped with its fleet"
 
 
 @dataclass
@@ -61,6 +66,7 @@ def render(
     width: int = WIDTH,
     notes: Sequence[str] = (),
     extent: tuple[float, float] | None = None,
+    legend: str = LEGEND,
 ) -> str:
     """The lanes drawn on one time axis; ``zero`` is the time labelled 0. The axis runs from
     ``extent``'s first time to its last, or over every time of the lanes (and zero)."""
@@ -83,7 +89,7 @@ def render(
             _put(row, column(t), char)
         lines.append(f"{lane.label[:LABEL_WIDTH]:<{LABEL_WIDTH}} |{''.join(row).rstrip()}")
     lines.extend(note[:width] for note in notes)
-    lines.extend(_wrapped(LEGEND, width))
+    lines.extend(_wrapped(legend, width))
     return "\n".join(lines)
 
 
@@ -134,6 +140,9 @@ CHARS = {
     "hit": "*",
     "open": "o",
     "listing": "l",
+    "worker-failed": "F",
+    "worker-ended": "E",
+    "worker-stopped": "S",
 }
 
 
@@ -166,6 +175,7 @@ def timeline_of(test: Mapping[str, Any], width: int = WIDTH) -> str | None:
     lanes = [] if timeline is None else lanes_of(timeline)
     if timeline is None or not any(lane.spans or lane.marks for lane in lanes):
         return None
+    workers = any(mark.kind in WORKER_ENDS for row in timeline.rows for mark in row.marks)
     return render(
         lanes,
         zero=timeline.zero,
@@ -173,4 +183,5 @@ def timeline_of(test: Mapping[str, Any], width: int = WIDTH) -> str | None:
         width=width,
         notes=[line for _, _, line in timeline.notes()],
         extent=(timeline.start, timeline.end),
+        legend=LEGEND + WORKER_LEGEND if workers else LEGEND,
     )

@@ -5,6 +5,7 @@ without pytest)."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,12 +20,18 @@ __all__ = [
     "count",
     "exploration_words",
     "explorations_words",
+    "failed_workers_words",
     "outcome_counts",
     "races_words",
     "ready_words",
     "seconds_text",
+    "server_problems",
+    "signal_name",
     "verdict_words",
     "who",
+    "worker_end",
+    "worker_end_mark",
+    "worker_words",
 ]
 
 # A test's outcomes, in the order a count of them is said: ``3 passed, 2 failed``.
@@ -136,3 +143,68 @@ def ready_words(ttr: Mapping[str, Any] | None) -> str:
             f" (median {seconds_text(ttr.get('median'))}, worst {seconds_text(ttr.get('worst'))})"
         )
     return text
+
+
+# -- workers: the processes under a fleet member (a server's ``workers[]``) --------------------
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9; ``signal 77`` for a number the platform does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _code(worker: Mapping[str, Any]) -> int | None:
+    code = worker.get("exit_code")
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def worker_end(worker: Mapping[str, Any]) -> str:
+    """How a worker ended: ``exited with code 3``, ``killed by SIGKILL``, ``ended without a
+    word`` (no exit status reached the plugin), ``running``."""
+    if worker.get("ended") is None:
+        return "running"
+    code = _code(worker)
+    if code is None:
+        return "ended without a word"
+    if code < 0:
+        return f"killed by {signal_name(-code)}"
+    return f"exited with code {code}"
+
+
+def worker_end_mark(worker: Mapping[str, Any]) -> str:
+    """The few characters a timeline's end mark shows: ``code 3``, ``SIGKILL``, ``no word``."""
+    code = _code(worker)
+    if code is None:
+        return "no word"
+    return signal_name(-code) if code < 0 else f"code {code}"
+
+
+def worker_words(worker: Mapping[str, Any]) -> str:
+    """``worker pid 123 exited with code 3 (OSError: ... config.json)``."""
+    text = f"{worker.get('role') or 'worker'} pid {worker.get('pid', '?')} {worker_end(worker)}"
+    cause = worker.get("cause")
+    return text + (f" ({cause})" if cause else "")
+
+
+def server_problems(server: Mapping[str, Any]) -> list[str]:
+    """What failed in a server beyond its state, a line each: ``was ready, then exited with code
+    3 0.52 s later``, then each failed worker (``worker pid 123 exited with code 3 (OSError:
+    ...)``); none for a server that started up."""
+    problems = []
+    died = server.get("died_after_ready")
+    if died is not None:
+        problems.append(
+            f"was ready, then exited with code {server.get('returncode')}"
+            f" {seconds_text(died)} later"
+        )
+    problems += [worker_words(w) for w in server.get("workers") or [] if w.get("failed")]
+    return problems
+
+
+def failed_workers_words(servers: Iterable[Mapping[str, Any]]) -> str:
+    """``2 workers failed`` over ``servers`` (a report's servers); "" where none failed."""
+    failed = sum(1 for s in servers for w in s.get("workers") or [] if w.get("failed"))
+    return f"{count(failed, 'worker')} failed" if failed else ""
