@@ -679,7 +679,7 @@ def test_a_server_whose_worker_died_did_not_absorb_the_race(
 
 def fake_server(workers: list[Worker], *, ready: bool = True, **fields: Any) -> Any:
     """A ``Server`` whose child runtime knows ``workers`` (and one hit), and its fleet."""
-    from pytest_startup_guard.fleet.fleet import Server
+    from pytest_startup_guard.fleet.server import Server
 
     server = Server(0, 100, None, ["serve"], Path("/nonexistent"), state="ready", ready=ready,
                     seconds_to_ready=0.5, member="fleet1:0", **fields)  # fmt: skip

@@ -1,6 +1,8 @@
 """The server fleet: N real processes behind one start barrier, watched one by one.
 
-Owns ``Fleet``/``Server`` and launching them (``fleet``); ``ServerFleet``, the fixture
+Owns launching a fleet and watching it come up (``launcher``), what a launch returns
+(``fleet``: ``Fleet``; ``server``: ``Server``, one member) and every worker process under a
+member, each judged on its own fate (``workers``); ``ServerFleet``, the fixture
 (``server_fleet``), with exploring every access point of a start-up (``explore``, and what it
 found: ``exploration``); the readiness probes (``ready``); leased loopback ports (``ports``) and
 faults put in their way (``port_faults``); the reaper that outlives a dying pytest

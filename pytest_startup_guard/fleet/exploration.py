@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.fleet.fleet import Fleet, Server
+from pytest_startup_guard.fleet.fleet import Fleet
+from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.races.exploration import FLEET_MODES, Exploration, Mode
 
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failure)\b")

@@ -32,7 +32,8 @@ from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exploration import check_mode, failure_line
-from pytest_startup_guard.fleet.fleet import Fleet, FleetLauncher
+from pytest_startup_guard.fleet.fleet import Fleet
+from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import Race, Target
 from pytest_startup_guard.races.catalog import get_race

@@ -17,7 +17,8 @@ from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exploration import ExploreRequest
 from pytest_startup_guard.fleet.explore import ExploredFleet, Explorer
-from pytest_startup_guard.fleet.fleet import Fleet, FleetLauncher
+from pytest_startup_guard.fleet.fleet import Fleet
+from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.port_faults import PortFault
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper

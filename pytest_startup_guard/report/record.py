@@ -24,8 +24,9 @@ from pytest_startup_guard.verdicts.kinds import WORDS
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
-    from pytest_startup_guard.fleet.fleet import Fleet, Server
+    from pytest_startup_guard.fleet.fleet import Fleet
     from pytest_startup_guard.fleet.port_faults import ArmedPortFault
+    from pytest_startup_guard.fleet.server import Server
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
     from pytest_startup_guard.fleet.workers import Worker
     from pytest_startup_guard.races.armed import ArmedRace

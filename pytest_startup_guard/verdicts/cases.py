@@ -33,7 +33,8 @@ from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.checks import seconds
 from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
 from pytest_startup_guard.fleet.exploration import ExploreRequest
-from pytest_startup_guard.fleet.fleet import Fleet, Server
+from pytest_startup_guard.fleet.fleet import Fleet
+from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import RaceTarget

@@ -1,0 +1,632 @@
+"""``FleetLauncher``: N real server processes started at the same moment, watched one by one.
+
+``launch`` creates every process behind the child runtime's start barrier, releases them
+together, and then watches each member on its own thread: ready (its probe says so, and with
+``workers=N`` N of its workers are up), rejected (it answered, wrongly), exited (fail-fast: its
+own wait ends at once, its siblings go on), or hung (still not ready at the time-out: its Python
+stacks are collected). Output goes to a file per member, never to a pipe that could fill up.
+
+``faults=`` puts port faults on a launch (``port_faults``): they are armed before any member
+starts, a member they involve is probed only on a port its own tree listens on, and a fault
+that no member met fails the launch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pytest_startup_guard.cache.hubcache import FakeHubCache
+from pytest_startup_guard.checks import seconds, whole_number
+from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.fleet import ready as ready_module
+from pytest_startup_guard.fleet.exit_wait import ExitWait
+from pytest_startup_guard.fleet.fleet import Fleet, RunningMember
+from pytest_startup_guard.fleet.port_faults import PortFault, PortFaults
+from pytest_startup_guard.fleet.ports import Lease, PortLeases
+from pytest_startup_guard.fleet.reaper import Reaper
+from pytest_startup_guard.fleet.server import Server
+from pytest_startup_guard.fleet.workers import (
+    leftover_kind,
+    listening_pids,
+)
+from pytest_startup_guard.races.hubrace import HubRace
+from pytest_startup_guard.runtime.controller import RuntimeController
+from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
+
+_PLACEHOLDER = re.compile(r"\{(\w*)\}")
+PLACEHOLDERS = ("port", "index", "count")
+POLL_SECONDS = 0.01  # how often a member's exit and probe are looked at
+WAIT_SAMPLE_EVERY = 5  # polls between two reads of a member's CPU wait (it is gone once reaped)
+
+
+def fill_placeholders(argv: Sequence[str], values: Mapping[str, object]) -> list[str]:
+    """Replace ``{port}``, ``{index}``, ``{count}``; any other ``{name}`` is a clear error."""
+    filled = []
+    for position, arg in enumerate(argv):
+        if not isinstance(arg, str):
+            raise TypeError(
+                f"invalid argv[{position}] {arg!r} for server_fleet.launch(): expected a str"
+            )
+
+        def replace(match: re.Match[str], position: int = position, arg: str = arg) -> str:
+            name = match.group(1)
+            if name not in values:
+                known = ", ".join("{" + key + "}" for key in PLACEHOLDERS)
+                raise ValueError(
+                    f"unknown placeholder {match.group(0)} in argv[{position}] {arg!r} of"
+                    f" server_fleet.launch(); known: {known} (write {{{{ and }}}} for braces)"
+                )
+            return str(values[name])
+
+        filled.append(_PLACEHOLDER.sub(replace, arg).replace("{{", "{").replace("}}", "}"))
+    return filled
+
+
+def resolve_command(command: str, env: Mapping[str, str], cwd: Path | None) -> str:
+    """The program that will run, or a clear error before anything starts."""
+    if os.sep in command:
+        path = Path(command) if os.path.isabs(command) or cwd is None else cwd / command
+        if not path.is_file():
+            raise StartupGuardError(
+                f"command {command!r} (argv[0] of server_fleet.launch) does not exist: no such file"
+            )
+        if not os.access(path, os.X_OK):
+            raise StartupGuardError(
+                f"command {command!r} (argv[0] of server_fleet.launch) is not executable"
+            )
+        return str(path)
+    found = shutil.which(command, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise StartupGuardError(
+            f"command {command!r} (argv[0] of server_fleet.launch) does not exist:"
+            f" not found on PATH={env.get('PATH', '')}"
+        )
+    return found
+
+
+def runs_python(program: str) -> bool:
+    """Whether the program is a Python interpreter or a script run by one (it will say hello)."""
+    if os.path.basename(program).startswith("python") or os.path.realpath(
+        program
+    ) == os.path.realpath(sys.executable):
+        return True
+    try:
+        with open(program, "rb") as handle:
+            first = handle.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def _needs_port(argv: Sequence[str], ready: ready_module.Probe) -> bool:
+    """Whether members get a port: argv has ``{port}``, or the probe connects to one."""
+    return any("{port}" in arg for arg in argv) or isinstance(
+        ready, (ready_module.Http, ready_module.Tcp)
+    )
+
+
+def _describe_probe(ready: ready_module.Probe) -> str:
+    describe = getattr(ready, "describe", None)
+    return str(describe()) if callable(describe) else repr(ready)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What each member of one launch runs, decided before any of them starts."""
+
+    argv: list[str]  # with its placeholders: each member fills in its own
+    count: int
+    env: dict[str, str]
+    cwd: Path | None
+    python: bool  # a Python program, which reports in at the start barrier
+    member_env: tuple[Mapping[str, str], ...] = ()  # per member, over ``env`` (an explore's caches)
+
+    @property
+    def label(self) -> str:
+        return " ".join(shlex.quote(arg) for arg in self.argv)
+
+    def command(self, index: int, port: int | None) -> list[str]:
+        """Member ``index``'s argv, its placeholders filled in."""
+        values = {"port": port if port is not None else "", "index": index, "count": self.count}
+        return fill_placeholders(self.argv, values)
+
+
+class _FleetMembers:
+    """A fleet's members as its port faults see them (``port_faults.Members``)."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.fleet = fleet
+
+    def _server(self, index: int) -> Server | None:
+        for server in self.fleet.servers:
+            if server.index == index:
+                return server
+        return None
+
+    def label(self, index: int) -> str | None:
+        server = self._server(index)
+        return server.member if server is not None else None
+
+    def pid(self, index: int) -> int | None:
+        server = self._server(index)
+        return server.pid if server is not None else None
+
+    def tree(self, index: int) -> set[int]:
+        server = self._server(index)
+        return self.fleet.tree_pids(server) if server is not None else set()
+
+    def settled(self, index: int) -> bool:
+        server = self._server(index)
+        return server is not None and server.state != "starting"
+
+    def status(self, index: int) -> str:
+        server = self._server(index)
+        return server.status() if server is not None else "never started"
+
+
+class FleetLauncher:
+    """Launches fleets (``launch``) and stops them all (``stop_all``); ``ServerFleet``, the
+    ``server_fleet`` fixture, launches through one and adds exploring (``fleet/server_fleet.py``)."""
+
+    def __init__(
+        self,
+        controller: RuntimeController,
+        folder: Path,
+        leases: PortLeases,
+        reaper: Reaper,
+        *,
+        default_timeout: float,
+        default_cache: FakeHubCache | None = None,
+        races: HubRace | None = None,
+        barrier_timeout: float = 20.0,
+    ) -> None:
+        self.controller = controller
+        self.folder = folder
+        self.leases = leases
+        self.reaper = reaper
+        self.default_timeout = default_timeout
+        self.default_cache = default_cache
+        self.races = races
+        self.barrier_timeout = barrier_timeout
+        self.fleets: list[Fleet] = []
+
+    def launch(
+        self,
+        argv: Sequence[str],
+        *,
+        count: int = 1,
+        ready: ready_module.Probe,
+        env: Mapping[str, str] | None = None,
+        cache: FakeHubCache | None = None,
+        timeout: float | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        ports: Sequence[int] | None = None,
+        faults: Sequence[PortFault] | PortFault | None = None,
+        member_env: Sequence[Mapping[str, str]] = (),
+        workers: int | None = None,
+    ) -> Fleet:
+        """Start ``count`` processes of ``argv`` at once; return when each is ready, has
+        exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
+
+        ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
+        ``AssertionError`` here, unless it was made with ``allow_miss=True``. ``member_env``:
+        one mapping per member, over ``env`` (an exploration's private caches). ``workers=N``:
+        a member is ready only once its probe says so and N of its workers are up
+        (``workers.py``)."""
+        __tracebackhide__ = True
+        argv, timeout = self._checked_arguments(argv, count, ready, timeout, ports)
+        if workers is not None:
+            whole_number("workers", workers, "server_fleet.launch()", minimum=1)
+        port_faults = PortFaults(
+            faults,
+            count=count,
+            needs_port=_needs_port(argv, ready),
+            ready_label=_describe_probe(ready),
+        )
+        workdir = Path(cwd) if cwd is not None else None
+        base_env = self._environment(self._watched_cache(cache), env)
+        program = resolve_command(argv[0], base_env, workdir)
+        plan = _Plan(argv, count, base_env, workdir, runs_python(program), tuple(member_env))
+        leases = self._lease_ports(argv, count, ready, ports)
+        told = port_faults.told_ports(
+            [lease.port if lease is not None else None for lease in leases]
+        )
+        fleet, folder = self._new_fleet(plan.label, count, timeout, port_faults)
+        fleet.workers_wanted = workers
+        try:
+            port_faults.arm(self.controller, told, _FleetMembers(fleet), python=plan.python)
+        except BaseException:
+            port_faults.close()
+            for lease in leases:
+                if lease is not None:
+                    lease.release()
+            raise
+        self._start_members(fleet, plan, folder, leases, told)
+        if plan.python:  # only a Python member reports in at the barrier
+            self._await_arrivals(fleet)
+        fleet.released_t = fleet.group.release()
+        raced_names = fleet.raced_names()
+        for server in fleet.servers:
+            server.released_t, server.raced_names = fleet.released_t, raced_names
+        port_faults.released(fleet.released_t)
+        self._watch(fleet, ready, timeout)
+        port_faults.settle()
+        misses = port_faults.misses()
+        if misses:
+            raise AssertionError("\n".join([*misses, fleet.summary()]))
+        return fleet
+
+    def _checked_arguments(
+        self,
+        argv: Sequence[str],
+        count: int,
+        ready: ready_module.Probe,
+        timeout: float | None,
+        ports: Sequence[int] | None,
+    ) -> tuple[list[str], float]:
+        """``argv`` as a list and the time-out in seconds, or a clear error before anything
+        starts."""
+        argv = list(argv) if not isinstance(argv, str) else shlex.split(argv)
+        if not argv:
+            raise ValueError("server_fleet.launch() needs a command: argv is empty")
+        whole_number("count", count, "server_fleet.launch()", minimum=1)
+        if not hasattr(ready, "check"):
+            raise TypeError(
+                f"invalid ready={ready!r} for server_fleet.launch(): expected ready.http(), ready.tcp(),"
+                " ready.log(), ready.file() or ready.call()"
+            )
+        timeout = (
+            self.default_timeout
+            if timeout is None
+            else seconds("timeout", timeout, "server_fleet.launch()", positive=True)
+        )
+        if ports is not None and len(ports) != count:
+            raise ValueError(f"ports={list(ports)!r} names {len(ports)} ports for count={count}")
+        fill_placeholders(argv, {"port": 0, "index": 0, "count": count})  # bad placeholders: now
+        return argv, timeout
+
+    def _watched_cache(self, cache: FakeHubCache | None) -> FakeHubCache | None:
+        """The launch's cache (the fixture's unless given), its accesses reported from now on."""
+        cache = cache if cache is not None else self.default_cache
+        if cache is not None:
+            self.controller.watch(cache.root)
+        return cache
+
+    def _environment(
+        self, cache: FakeHubCache | None, env: Mapping[str, str] | None
+    ) -> dict[str, str]:
+        """Every member's environment: ours, then the cache's, the child runtime's, the test's."""
+        base_env = dict(os.environ)
+        if cache is not None:
+            base_env.update(cache.env)
+        base_env.update(self.controller.env)
+        base_env.update(env or {})
+        return base_env
+
+    def _lease_ports(
+        self,
+        argv: Sequence[str],
+        count: int,
+        ready: ready_module.Probe,
+        ports: Sequence[int] | None,
+    ) -> list[Lease | None]:
+        """One lease per member: the ports asked for, free ones where argv or the probe needs
+        a port, else None."""
+        if ports is not None:
+            return list(self.leases.lease_exactly(list(ports)))
+        if _needs_port(argv, ready):
+            return list(self.leases.lease(count))
+        return [None] * count
+
+    def _new_fleet(
+        self, label: str, count: int, timeout: float, port_faults: PortFaults
+    ) -> tuple[Fleet, Path]:
+        """A fleet with no members yet, behind a new barrier, and the folder for their output."""
+        group = self.controller.barrier(count)
+        folder = self.folder / f"fleet-{len(self.fleets)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        fleet = Fleet(label, timeout, group, self.controller, self.reaper, port_faults, self.races)
+        self.fleets.append(fleet)
+        return fleet, folder
+
+    def _start_members(
+        self,
+        fleet: Fleet,
+        plan: _Plan,
+        folder: Path,
+        leases: list[Lease | None],
+        told: list[int | None],
+    ) -> None:
+        """Start one member per lease, each told its port; if any start fails, stop those
+        already started."""
+        try:
+            for index, lease in enumerate(leases):
+                self._start_member(fleet, plan, folder, index, lease, told[index])
+        except BaseException:
+            self.reaper.add_all(fleet.pids())
+            fleet.stop()
+            for lease in leases[len(fleet) :]:
+                if lease is not None:
+                    lease.release()
+            raise
+        # The reaper hears of every member at once, in one write, once all are started.
+        self.reaper.add_all(fleet.pids())
+
+    def _start_member(
+        self,
+        fleet: Fleet,
+        plan: _Plan,
+        folder: Path,
+        index: int,
+        lease: Lease | None,
+        port: int | None,
+    ) -> None:
+        """Start member ``index`` (held at the start barrier if it runs Python) into the fleet."""
+        command = plan.command(index, port)
+        output_path = folder / f"server-{index}.log"
+        handle = open(output_path, "wb")  # noqa: SIM115 - closed when the fleet stops
+        process = subprocess.Popen(
+            command,
+            env={
+                **plan.env,
+                **(plan.member_env[index] if plan.member_env else {}),
+                **fleet.group.member_env(index),
+            },
+            cwd=plan.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a process group per member: trees end together
+        )
+        server = Server(
+            index,
+            process.pid,
+            port,
+            command,
+            output_path,
+            member=f"{fleet.group.name}:{index}",
+            told_port=port,
+            hits_of=fleet.hits_of,
+            workers_of=fleet.workers_of,
+        )
+        # In the fleet before anything else can fail, so that its stop ends this one too.
+        fleet.add(RunningMember(server, process, lease, handle))
+        if plan.python:
+            self.controller.expect(process.pid, f"server {index}: {plan.label}")
+
+    def _await_arrivals(self, fleet: Fleet) -> None:
+        """Wait until every member still running has reached the start barrier."""
+        by_index = {running.server.index: running.process for running in fleet.running}
+        fleet.group.wait_for_arrivals(
+            time.monotonic() + self.barrier_timeout, lambda i: by_index[i].poll() is None
+        )
+
+    def _watch(self, fleet: Fleet, probe: ready_module.Probe, timeout: float) -> None:
+        assert fleet.released_t is not None
+        released = fleet.released_t
+        deadline = released + timeout
+        faults = fleet.port_faults
+        threads = [
+            threading.Thread(
+                target=self._watch_member,
+                args=(fleet, running, probe, released, deadline, faults),
+                daemon=True,
+            )
+            for running in fleet.running
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for running in fleet.running:
+            if running.server.state in ("hung", "undecided"):
+                for pid in sorted(fleet.members_pids(running.server)):
+                    stack = self.controller.dump_stacks(pid)
+                    if stack:
+                        running.server.stacks[pid] = stack
+
+    def _watch_member(
+        self,
+        fleet: Fleet,
+        running: RunningMember,
+        probe: ready_module.Probe,
+        released: float,
+        deadline: float,
+        faults: PortFaults | None = None,
+    ) -> None:
+        with ExitWait(running.process.pid) as exit_wait:
+            self._follow_member(fleet, running, probe, released, deadline, faults, exit_wait)
+
+    def _follow_member(
+        self,
+        fleet: Fleet,
+        running: RunningMember,
+        probe: ready_module.Probe,
+        released: float,
+        deadline: float,
+        faults: PortFaults | None,
+        exit_wait: ExitWait,
+    ) -> None:
+        """Watch one member until it is ready, rejected, exited, hung or undecided.
+
+        The time-out counts the member's own time (``runtime/own_time.py``): on a busy machine
+        the time it waits for a CPU is not held against it, so "hung" means what it means on a
+        quiet machine. Past ``MAX_STRETCH`` times the time-out in wall time, a member that has
+        still not had its time is "undecided": the machine was too slow to decide.
+
+        A member in a port fault is probed on the port its own tree listens on (``own_port``);
+        a port probe waits until it listens on one: another process's socket proves nothing.
+        """
+        server = running.server
+        member = ready_module.Member(server.index, server.pid, server.port, server.output_path)
+        faulted = faults is not None and faults.involves(server.index)
+        port_probe = isinstance(probe, (ready_module.Http, ready_module.Tcp))
+        port, owned = member.port, False
+        clock = OwnClock(server.pid, released)
+        timeout = deadline - released
+        detail = ""
+        polls = 0
+        while True:
+            if polls % WAIT_SAMPLE_EVERY == 0:
+                server.seconds_waiting = clock.waited()  # read while the process is there
+            polls += 1
+            code = running.process.poll()
+            now = time.monotonic()
+            if code is not None:
+                server.state, server.returncode, server.seconds_to_exit = (
+                    "exited",
+                    code,
+                    now - released,
+                )
+                server.reason = self._exit_reason(fleet, server, code, faults)
+                return
+            if faulted:
+                assert faults is not None
+                port, owned = faults.own_port(server.index)
+                if port is not None and port != member.port:
+                    member = replace(member, port=port)
+            try:
+                if faulted and port_probe and port is None:
+                    verdict = ready_module.NOT_YET  # it listens on nothing of its own yet
+                else:
+                    verdict = probe.check(member)
+            except Exception as error:  # a probe that cannot work is the test's error: say so
+                server.state, server.reason = (
+                    "rejected",
+                    f"{probe.describe()} failed: {type(error).__name__}: {error}",
+                )
+                return
+            now = time.monotonic()
+            if verdict.ready and fleet.workers_wanted is not None:
+                up = len(fleet.workers_up(server, now))
+                if up < fleet.workers_wanted:
+                    verdict = ready_module.Verdict(
+                        False,
+                        f"{up} of {fleet.workers_wanted} workers up"
+                        f" (launch(workers={fleet.workers_wanted}))",
+                    )
+            if verdict.ready:
+                if faulted:
+                    server.port, server.port_owned = member.port, owned
+                server.state, server.ready, server.seconds_to_ready = "ready", True, now - released
+                server.seconds_waiting = clock.waited()
+                return
+            if verdict.rejected:
+                server.state, server.reason = "rejected", verdict.detail
+                return
+            detail = verdict.detail or detail
+            if now >= deadline and self._decided(server, clock, probe, now, timeout, detail):
+                return
+            # Not Popen.wait(timeout): it polls waitpid from 0.5 ms up, and 32 members doing
+            # that on 2 cores slow down the very servers being watched. A member that exits
+            # wakes this sleep at once (a caught race ends when its first server dies).
+            exit_wait.sleep(POLL_SECONDS)
+
+    @staticmethod
+    def _decided(
+        server: Server,
+        clock: OwnClock,
+        probe: ready_module.Probe,
+        now: float,
+        timeout: float,
+        detail: str,
+    ) -> bool:
+        """Past the wall deadline: hung if it had its time, undecided if the machine never
+        gave it that time within ``MAX_STRETCH`` x the time-out, else keep watching."""
+        server.seconds_waiting = clock.waited()
+        wall = now - clock.started
+        if clock.own(now) >= timeout:
+            server.state, server.seconds_to_timeout = "hung", wall
+            server.reason = (
+                f"{probe.describe()} not ready after {timeout:g} s"
+                + (f" ({clock.describe(now)})" if server.seconds_waiting >= 0.05 else "")
+                + (f": {detail}" if detail else "")
+            )
+            return True
+        if wall >= timeout * MAX_STRETCH:
+            server.state, server.seconds_to_timeout = "undecided", wall
+            server.reason = (
+                f"{probe.describe()} not ready, but in {wall:.1f} s ({MAX_STRETCH:g} x the"
+                f" {timeout:g} s time-out) it had only {clock.own(now):.1f} s of its own time:"
+                f" {server.seconds_waiting:.1f} s waiting for a CPU"
+            )
+            return True
+        return False
+
+    def _exit_reason(
+        self, fleet: Fleet, server: Server, code: int, faults: PortFaults | None = None
+    ) -> str:
+        output = server.output
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return f"killed by {name}"
+        hints = []
+        if not output.strip():
+            hints.append("it printed nothing")
+        if "Address already in use" in output:
+            cause = faults.cause(server.index) if faults is not None else None
+            if cause is not None:
+                hints.append(cause)
+            elif server.port is not None:
+                hints.append(f"port {server.port} was taken before it could bind it")
+        if code == 0:
+            hints.append(self._clean_exit_hint(fleet, server))
+        return "; ".join(hints)
+
+    def _clean_exit_hint(self, fleet: Fleet, server: Server) -> str:
+        """Why a member that exited 0 before it was ready did so, as far as can be told.
+
+        The daemonizing hint is given only where a process left behind still serves (listens
+        on a port); a supervisor that gave up after its workers died is named for that, and
+        what it left behind for what each process is."""
+        fleet.catch_up(server)
+        workers = server.workers
+        failed = server.failed_workers(workers)
+        orphans = self._orphans(server)
+        serving = listening_pids(orphans)
+        left = ", ".join(f"{leftover_kind(pid, workers)} pid {pid}" for pid in orphans)
+        if serving:
+            return (
+                f"it exited 0 but left {left} running, and pid(s)"
+                f" {', '.join(map(str, sorted(serving)))} still serve: the server forked into"
+                " the background; run it in the foreground"
+            )
+        if failed:
+            return (
+                f"it exited 0 after {len(failed)} of its {len(workers)} workers failed:"
+                f" its supervisor gave up" + (f" (left running: {left})" if left else "")
+            )
+        return "a server should keep running; it exited 0 instead" + (
+            f" (left running: {left})" if left else ""
+        )
+
+    def _orphans(self, server: Server) -> list[int]:
+        """Processes left in the member's process group after it exited (daemonized children)."""
+        import psutil
+
+        orphans = []
+        for process in psutil.process_iter(["pid"]):
+            try:
+                if process.pid != server.pid and os.getpgid(process.pid) == server.pid:
+                    orphans.append(process.pid)
+            except (OSError, psutil.Error):
+                pass
+        return orphans
+
+    def stop_all(self) -> None:
+        for fleet in self.fleets:
+            fleet.stop()
