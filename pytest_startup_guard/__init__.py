@@ -33,12 +33,13 @@ if TYPE_CHECKING:
     from pytest_startup_guard.errors import UnsafeCacheError as UnsafeCacheError
     from pytest_startup_guard.fleet import ready as ready
     from pytest_startup_guard.fleet.fleet import Fleet as Fleet
-    from pytest_startup_guard.fleet.fleet import Server as Server
     from pytest_startup_guard.fleet.load import cpu_load as cpu_load
     from pytest_startup_guard.fleet.port_faults import PortHit as PortHit
     from pytest_startup_guard.fleet.port_faults import port_taken as port_taken
     from pytest_startup_guard.fleet.port_faults import same_port as same_port
+    from pytest_startup_guard.fleet.server import Server as Server
     from pytest_startup_guard.fleet.server_fleet import ServerFleet as ServerFleet
+    from pytest_startup_guard.fleet.workers import Worker as Worker
     from pytest_startup_guard.imports.probe import ImportProbeError as ImportProbeError
     from pytest_startup_guard.imports.probe import ImportRaceProbe as ImportRaceProbe
     from pytest_startup_guard.imports.probe import ImportRaceResult as ImportRaceResult

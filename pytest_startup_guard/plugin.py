@@ -44,7 +44,8 @@ MARKERS = (
     "rocm: run only where the start-up target is rocm (--startup-target or detected)",
     "startup_races(transient=[...], corrupt=[...], stale=[...]): run the test once per transient"
     " race, once per persistent corruption and once per stale lock (names from RACES and"
-    " CORRUPTIONS, or 'all')",
+    " CORRUPTIONS, or 'all'); explore=True races each transient case at every access point,"
+    " hold=SECONDS or trigger=on_access(...)/after(...)/chaos(...) sets its window",
 )
 OWN_MARKER_SUFFIX = " [pytest-startup-guard]"
 
@@ -335,8 +336,8 @@ def server_fleet(
 
     Members get the test's ``hub_cache`` env (or ``cache=``), the race plan, then ``env=``.
     A worker of a ready member that died and that no check reported fails the test at
-    teardown. Every process tree is ended at teardown (SIGTERM, SIGKILL after 5 s), also when pytest
-    dies without its teardown (a reaper process outlives it).
+    teardown. Every process tree is ended at teardown (SIGTERM, SIGKILL after 5 s), also when
+    pytest dies without its teardown (a reaper process outlives it).
     """
     from pytest_startup_guard.fleet.ports import PortLeases
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
