@@ -327,22 +327,23 @@ def test_windows_model_the_writer(verdict_pytester: pytest.Pytester) -> None:
         "test_apply_trigger[transient-pointer_swap]": "PASSED",
         "test_apply_hold_outlasts_the_retry[transient-blob_rewrite]": "FAILED",
     }
-    # a single try met a ~20 ms window and gave up inside it
+    # a single try met a ~20 ms window (of its own time: longer in wall time on a busy
+    # machine) and gave up inside it
     result.stdout.fnmatch_lines(
         [
             "*server * did not survive the race: EXITED with code 1 after * s, before it was"
-            " ready; pid * met window * opened at +* s, closed at +* s: open for 2? ms; it"
+            " ready; pid * met window * opened at +* s, closed at +* s: open for * ms; it"
             " retried for * ms (from its first hit at +* s to its end at +* s): it gave up while"
             " the window was still open: a start-up must retry for longer than the window stays"
             " open (times from the fleet's release)*",
         ]
     )
-    # hold=0.6: three tries over 0.3 s meet a 600 ms window
+    # hold=0.6: three tries over 0.3 s meet a window of 600 ms (or more, on a busy machine)
     result.stdout.fnmatch_lines(
         [
             "*server 0 did not survive the race: EXITED with code 1 after * s, before it was"
-            " ready; pid * met window 1 opened at +* s, closed at +* s: open for 6?? ms; it"
-            " retried for 0.3? s (from its first hit at * to its end at *): it gave up while the"
+            " ready; pid * met window 1 opened at +* s, closed at +* s: open for * ms; it"
+            " retried for * s (from its first hit at * to its end at *): it gave up while the"
             " window was still open*",
         ]
     )

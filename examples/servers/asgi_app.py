@@ -23,54 +23,31 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import traceback
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from worker_config import load_config  # the shared config load and realistic retry
+
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-# A realistic retry: a few attempts, short and growing pauses (the pauses between attempts).
-RETRY_DELAYS = (0.1, 0.2)
 
 # This worker's config, once its lifespan start-up loaded it.
 CONFIG: dict[str, Any] = {}
 
 
-def with_retry(func: Callable[[], T], what: str, delays: tuple[float, ...] = RETRY_DELAYS) -> T:
-    """Call ``func``; on any exception, wait and try again, once per delay; re-raise the last."""
-    for delay in delays:
-        try:
-            return func()
-        except Exception as error:
-            print(f"{what}: {type(error).__name__}: {error}; retrying in {delay} s", flush=True)
-            time.sleep(delay)
-    return func()
-
-
-def load_config() -> dict[str, Any]:
-    """The config of ``$REPO_ID``, retried when ``RETRY=1``. Blocking, as most start-ups are."""
-    from transformers import AutoConfig
-
-    repo = os.environ["REPO_ID"]
-
-    def read() -> dict[str, Any]:
-        config: dict[str, Any] = AutoConfig.from_pretrained(repo).to_dict()
-        return config
-
-    if os.environ.get("RETRY") == "1":
-        return with_retry(read, f"loading the config of {repo}")
-    return read()
+def config_of_this_worker() -> dict[str, Any]:
+    """The config of ``$REPO_ID``, retried when ``RETRY=1``."""
+    return load_config(os.environ["REPO_ID"], retry=os.environ.get("RETRY") == "1")
 
 
 async def lifespan(receive: Receive, send: Send) -> None:
     message = await receive()
     assert message["type"] == "lifespan.startup"
     try:
-        CONFIG.update(load_config())
+        CONFIG.update(config_of_this_worker())
     except BaseException:
         await send({"type": "lifespan.startup.failed", "message": traceback.format_exc()})
         raise

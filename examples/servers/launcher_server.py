@@ -35,47 +35,19 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from worker_config import load_config  # the shared config load and realistic retry
 
-# A realistic retry: a few attempts, short and growing pauses (the pauses between attempts).
-RETRY_DELAYS = (0.1, 0.2)
 # How long an API server has to end after SIGTERM before it is killed.
 STOP_SECONDS = 5.0
 
 
 def log(message: str) -> None:
     print(f"[launcher pid {os.getpid()}] {message}", file=sys.stderr, flush=True)
-
-
-def with_retry(func: Callable[[], T], what: str, delays: tuple[float, ...] = RETRY_DELAYS) -> T:
-    """Call ``func``; on any exception, wait and try again, once per delay; re-raise the last.
-
-    A transient race on the cache lasts milliseconds: a short retry rides it out, and a config
-    that stays broken still fails, after ``sum(delays)`` seconds, with its own exception."""
-    for delay in delays:
-        try:
-            return func()
-        except Exception as error:
-            print(f"{what}: {type(error).__name__}: {error}; retrying in {delay} s", flush=True)
-            time.sleep(delay)
-    return func()
-
-
-def load_config(repo: str, retry: bool) -> dict[str, Any]:
-    """The model's config, read as vLLM reads it: ``AutoConfig.from_pretrained``, offline."""
-    from transformers import AutoConfig
-
-    def read() -> dict[str, Any]:
-        config: dict[str, Any] = AutoConfig.from_pretrained(repo).to_dict()
-        return config
-
-    return with_retry(read, f"loading the config of {repo}") if retry else read()
 
 
 def serve_on(sock: socket.socket, body: dict[str, Any]) -> None:

@@ -20,46 +20,21 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from worker_config import load_config  # the shared config load and realistic retry
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
-T = TypeVar("T")
 
-# A realistic retry: a few attempts, short and growing pauses (the pauses between attempts).
-RETRY_DELAYS = (0.1, 0.2)
-
-
-def with_retry(func: Callable[[], T], what: str, delays: tuple[float, ...] = RETRY_DELAYS) -> T:
-    """Call ``func``; on any exception, wait and try again, once per delay; re-raise the last."""
-    for delay in delays:
-        try:
-            return func()
-        except Exception as error:
-            print(f"{what}: {type(error).__name__}: {error}; retrying in {delay} s", flush=True)
-            time.sleep(delay)
-    return func()
-
-
-def load_config() -> dict[str, Any]:
+def config_of_this_worker() -> dict[str, Any]:
     """The config of ``$REPO_ID``, retried when ``RETRY=1``."""
-    from transformers import AutoConfig
-
-    repo = os.environ["REPO_ID"]
-
-    def read() -> dict[str, Any]:
-        config: dict[str, Any] = AutoConfig.from_pretrained(repo).to_dict()
-        return config
-
-    if os.environ.get("RETRY") == "1":
-        return with_retry(read, f"loading the config of {repo}")
-    return read()
+    return load_config(os.environ["REPO_ID"], retry=os.environ.get("RETRY") == "1")
 
 
-CONFIG = load_config()  # at import: in each worker, since the app is not preloaded
+CONFIG = config_of_this_worker()  # at import: in each worker, since the app is not preloaded
 print(f"worker pid {os.getpid()} loaded {CONFIG.get('model_type')}", flush=True)
 
 
