@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from pytest_startup_guard.races.base import Race, Target
@@ -68,13 +70,23 @@ class _Holder:
 
     The hold counts the triggering process's own time (``runtime/own_time.py``): on a busy
     machine, the time it waits for a CPU does not shorten the window it gets to meet the fault,
-    up to ``MAX_STRETCH`` x the hold in wall time.
+    up to ``MAX_STRETCH`` x the hold in wall time. Nor does the time it is held at its accesses
+    until the controller answers (``blocked``): on a busy machine the controller's thread waits
+    for a CPU too, and a 20 ms hold would pass while the process waited for its reply.
     """
 
     until: float  # monotonic: the earliest the hold can be over (own time never runs ahead of wall)
     hold: float = 0.0
     clock: OwnClock | None = None  # None: a timer's window, in wall time
     accesses_left: int | None = None  # with on_access(accesses=N)
+    blocked: Callable[[], float] | None = None  # seconds the process was held at its accesses
+    blocked_at_start: float = 0.0
+
+    def own(self, now: float) -> float:
+        """The process's own time since the hold began, less the time held at its accesses."""
+        assert self.clock is not None
+        held = self.blocked() - self.blocked_at_start if self.blocked is not None else 0.0
+        return max(0.0, self.clock.own(now) - held)
 
     def over(self, now: float) -> bool:
         """Whether the hold has passed; if not, ``until`` moves to the earliest it can."""
@@ -83,7 +95,7 @@ class _Holder:
         if self.clock is None:
             return True
         wall = now - self.clock.started
-        own = self.clock.own(now)
+        own = self.own(now)
         if own >= self.hold or wall >= self.hold * MAX_STRETCH:
             return True
         self.until = min(now + (self.hold - own), self.clock.started + self.hold * MAX_STRETCH)
@@ -105,6 +117,9 @@ class ArmedRace:
     # half-way through a change.
     lock: AbstractContextManager[Any] = field(default_factory=nullcontext, repr=False)
     refresher: Refresher | None = field(default=None, repr=False)  # a chaos trigger's process
+    # Seconds a pid was held at its accesses until the controller answered
+    # (``RuntimeController.blocked_seconds``): not the process's own time.
+    blocked_of: Callable[[int], float] = field(default=lambda pid: 0.0, repr=False)
     _holders: dict[int, _Holder] = field(default_factory=dict)  # pid (0: a timer) -> holder
     _watched: tuple[str, ...] = ()
     _cache_root: str = ""
@@ -172,7 +187,9 @@ class ArmedRace:
         if self.disarmed:
             return
         now = time.monotonic()
-        self.expire(now)
+        # Judged as of when the process made the access, not when the controller got to it:
+        # on a busy machine that can be later than the hold, and the access met the window.
+        self.expire(min(now, event.t))
         holder = self._holders.get(event.pid)
         if holder is not None and holder.accesses_left is not None and self.in_cache(event.path):
             if holder.accesses_left == 0:
@@ -187,18 +204,27 @@ class ArmedRace:
         self.accesses_seen[event.pid] = count
         trigger = self.trigger
         if isinstance(trigger, OnAccess) and count == trigger.nth:
-            self._hold(event.pid, event.member, now, trigger)
+            self._hold(event.pid, event.member, now, trigger, reached=min(now, event.t))
         if self.is_open and self.race.is_hit(self.target, event.path):
             self.hits.append(
                 Hit(event.pid, event.member, event.op, event.path, event.t, len(self.windows) - 1)
             )
 
-    def _hold(self, pid: int, member: str | None, now: float, trigger: OnAccess) -> None:
+    def _hold(
+        self, pid: int, member: str | None, now: float, trigger: OnAccess, reached: float
+    ) -> None:
+        """Hold the window open for ``pid`` from ``reached``, when it made the access."""
         if trigger.accesses is not None:
             hold = trigger.max_hold
         else:
             hold = trigger.hold if trigger.hold is not None else default_hold(self.race.window)
-        holder = _Holder(until=now + hold, hold=hold, clock=OwnClock(pid, now))
+        holder = _Holder(
+            until=reached + hold,
+            hold=hold,
+            clock=OwnClock(pid, reached),
+            blocked=partial(self.blocked_of, pid),
+            blocked_at_start=self.blocked_of(pid),
+        )
         if trigger.accesses is not None:
             holder.accesses_left = trigger.accesses - 1
         self._holders[pid] = holder

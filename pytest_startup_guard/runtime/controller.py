@@ -23,6 +23,7 @@ that never said hello (not Python, or not under the plan) are kept in ``reaped``
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import shutil
 import socket
@@ -168,12 +169,13 @@ class _AccessCallback(RuntimeListener):
         self.callback(event)
 
 
-@dataclass
+@dataclass(eq=False)  # one per socket: compared and hashed by identity (``_connections``)
 class _Connection:
     sock: socket.socket
     reader: FrameReader
     pid: int | None = None
     record: ProcessRecord | None = None  # of its hello: an exec'd pid has a newer one
+    handling: int = 0  # messages read off its socket and not handled yet (``in_flight``)
 
 
 @dataclass
@@ -267,6 +269,8 @@ class RuntimeController:
         self._in_process = False
         self._group_counter = 0
         self._expected: dict[int, str] = {}
+        self._connections: set[_Connection] = set()  # read by in_flight() under the lock
+        self._blocked: dict[int, float] = {}  # pid -> seconds its accesses waited for a reply
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -487,6 +491,27 @@ class RuntimeController:
                     return record
                 self._arrival.wait(min(remaining, 0.05))
 
+    def blocked_seconds(self, pid: int) -> float:
+        """Seconds ``pid`` has spent held at its accesses, from each access until its reply:
+        time the plugin took, which a hold in the process's own time must not count."""
+        with self._lock:
+            return self._blocked.get(pid, 0.0)
+
+    def in_flight(self) -> bool:
+        """Whether a message of some process has reached the controller (or its socket) and
+        is not handled yet: an access made before a window's hold passed may be waiting there,
+        and must meet the window as it was when it was made."""
+        with self._lock:
+            connections = list(self._connections)
+        if any(connection.handling > 0 for connection in connections):
+            return True
+        sockets = [connection.sock for connection in connections if connection.sock.fileno() >= 0]
+        try:
+            readable, _, _ = select.select(sockets, [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return bool(readable)
+
     def accesses_of(self, pid: int) -> list[AccessEvent]:
         with self._lock:
             return [event for event in self.accesses if event.pid == pid]
@@ -554,6 +579,8 @@ class RuntimeController:
             sock.setblocking(True)
             sock.settimeout(5.0)  # replies are tiny; a child that stops reading is dropped
             connection = _Connection(sock, FrameReader())
+            with self._lock:
+                self._connections.add(connection)
             self._selector.register(sock, selectors.EVENT_READ, connection)
 
     def _read(self, connection: _Connection) -> None:
@@ -564,11 +591,15 @@ class RuntimeController:
         if not chunk:
             self._drop(connection)
             return
-        for payload in connection.reader.feed(chunk):
+        payloads = connection.reader.feed(chunk)
+        connection.handling = len(payloads)
+        for payload in payloads:
             try:
                 self._handle(connection, decode(payload))
             except Exception as error:  # a bad message must not stop the controller
                 self.errors.append(f"controller: {type(error).__name__}: {error}")
+            finally:
+                connection.handling -= 1
 
     def _drop(self, connection: _Connection) -> None:
         assert self._selector is not None
@@ -577,6 +608,8 @@ class RuntimeController:
         except (KeyError, ValueError):
             pass
         connection.sock.close()
+        with self._lock:
+            self._connections.discard(connection)
         if connection.pid is not None:
             with self._lock:
                 record = connection.record
@@ -606,6 +639,9 @@ class RuntimeController:
             )
             self._dispatch(event)
             connection.sock.sendall(_OK)
+            with self._lock:  # the process was held from its access until this reply
+                waited = max(0.0, time.monotonic() - event.t)
+                self._blocked[event.pid] = self._blocked.get(event.pid, 0.0) + waited
         elif op == "bind":
             pid = int(message["pid"])
             event = AccessEvent(
