@@ -333,7 +333,7 @@ def test_windows_model_the_writer(verdict_pytester: pytest.Pytester) -> None:
         [
             "*server * did not survive the race: EXITED with code 1 after * s, before it was"
             " ready; pid * met window * opened at +* s, closed at +* s: open for * ms; it"
-            " retried for * ms (from its first hit at +* s to its end at +* s): it gave up while"
+            " retried for * ms (from its first hit at +* s to its last read of config.json at +* s): it gave up while"
             " the window was still open: a start-up must retry for longer than the window stays"
             " open (times from the fleet's release)*",
         ]
@@ -343,7 +343,7 @@ def test_windows_model_the_writer(verdict_pytester: pytest.Pytester) -> None:
         [
             "*server 0 did not survive the race: EXITED with code 1 after * s, before it was"
             " ready; pid * met window 1 opened at +* s, closed at +* s: open for * ms; it"
-            " retried for * s (from its first hit at * to its end at *): it gave up while the"
+            " retried for * s (from its first hit at * to its last read of config.json at *): it gave up while the"
             " window was still open*",
         ]
     )

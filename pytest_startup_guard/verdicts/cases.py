@@ -425,8 +425,8 @@ class StartupCase:
 
     def _retried(self, server: Server, fleet: Fleet) -> list[str]:
         """For a member that met the race and did not start up: the windows each of its
-        processes met, and how long that process retried (its first hit to its end, if the
-        controller saw it go, else to its last read of the raced file)."""
+        processes met, and how long that process retried (its first hit to its last read of the
+        raced file)."""
         armed = self.armed
         if armed is None:
             return []
@@ -435,20 +435,15 @@ class StartupCase:
             return []
         clock = self._clock(fleet)
         reads = self._raced_reads()
-        controller = self.races.controller
         lines = []
         for pid in sorted({hit.pid for hit in hits}):
             own = [hit for hit in hits if hit.pid == pid]
             # An access that opened a window proceeds once it is open: met then, not before.
             first = min(max(hit.t, armed.windows[hit.window].opened_t) for hit in own)
-            with controller.lock:
-                records = [record for record in controller.history if record.pid == pid]
-            gone = records[-1].gone_t if records else None
-            if gone is not None:
-                end_t, end = gone, "its end"
-            else:
-                last_read = max((a.t for a in reads.get(pid, [])), default=max(h.t for h in own))
-                end_t, end = last_read, f"its last read of {self._raced_name()}"
+            # Its last read of the raced file, not its exit: a process that died at its first
+            # hit may take tens of milliseconds to exit, and did not retry meanwhile.
+            last_read = max((a.t for a in reads.get(pid, [])), default=max(h.t for h in own))
+            end_t, end = max(first, last_read), f"its last read of {self._raced_name()}"
             windows = sorted({hit.window for hit in own})
             lines.append(retry_words(pid, armed.windows, windows, first, end_t, end, clock))
         return lines
