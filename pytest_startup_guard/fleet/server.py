@@ -8,6 +8,7 @@ lines of its output and the stacks of a hung member.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,12 +105,21 @@ class Server:
         """Workers that did start-up work and ended with a failure before the member was
         stopped (what its stop ends is not theirs to answer for)."""
         workers = self.workers if workers is None else workers
-        return [
-            worker
-            for worker in workers
-            if worker.failed
-            and (self.stopped_t is None or (worker.ended_t or 0.0) < self.stopped_t)
-        ]
+        ended = sorted(
+            (
+                worker
+                for worker in workers
+                if worker.failed
+                and (self.stopped_t is None or (worker.ended_t or 0.0) < self.stopped_t)
+            ),
+            key=lambda worker: worker.ended_t or 0.0,
+        )
+        failed: list[Worker] = []
+        for worker in ended:
+            if failed and worker.exit_code == -signal.SIGTERM:
+                continue  # its supervisor ended it after a worker failed (uvicorn does)
+            failed.append(worker)
+        return failed
 
     @property
     def started_up(self) -> bool:
@@ -238,6 +248,8 @@ class Server:
                 words += " (FAILED" + (f": {worker.cause})" if worker.cause else ")")
             elif not worker.startup_work:
                 words += " (did no start-up work: not judged)"
+            elif worker.exit_code == -signal.SIGTERM and failed:
+                words += " (ended by its supervisor after a worker failed)"
             elif self.stopped_t is not None and (worker.ended_t or 0.0) >= self.stopped_t:
                 words += " (when the fleet was stopped)"
             lines.append(words)
