@@ -9,7 +9,9 @@
    server that handles it and one that does not;
 4. every access point of the example server's start-up raced (``test_explore.py``);
 5. a test author's own race and the in-process verdicts;
-6. the import-race probe, the background-import scan and the start-method checks.
+6. the import-race probe, the background-import scan and the start-method checks;
+7. a supervisor that hides a dead worker (``test_workers.py``): ``uvicorn --workers 2`` behind a
+   TCP probe, its naive workers under a deterministic race and the ones that retry.
 
 Exits non-zero only when an observed verdict differs from the expected one. The full matrix
 (every race, every corruption, both loaders) runs in ``make test``.
@@ -37,6 +39,12 @@ from zoo import POLICIES, WHY, expected  # noqa: E402
 ZOO_CASES = "autoconfig and (transient-pointer_swap or transient-ref_rewrite or corrupt-empty- or corrupt-no_model_type)"
 CASE_ID = re.compile(r"test_startup\[(transient|corrupt)-(\w+?)-(\w+)-(autoconfig|hub_json)\]")
 FAULT_ID = re.compile(r"\[(transient|stale|port)-(\w+)-(\w+)\]")
+WORKERS_ID = re.compile(r"\[transient-(\w+)-(naive|retry)\]")
+WORKERS_EXPECTED = {"naive": "fail", "retry": "pass"}
+WORKERS_WHY = {"naive": "the probe answered, uvicorn exited 0"}
+# The plugin's line for a dead worker, and the cause it found.
+DEAD_WORKER = re.compile(r"worker pid \d+ exited with code [1-9]\d*")
+ROOT_CAUSE = re.compile(r"root cause: (?:worker pid \d+: )?(\w+(?:Error|Exception))")
 
 
 def run_pytest(seed: int, workdir: Path, name: str, *args: str) -> list[tuple[str, str, str, str]]:
@@ -76,6 +84,44 @@ def run_pytest(seed: int, workdir: Path, name: str, *args: str) -> list[tuple[st
         caught = {p.get("name"): p.get("value") for p in case.iter("property")}.get("caught", "")
         rows.append((case.get("name", ""), outcome, detail, caught or ""))
     return rows
+
+
+def run_workers(seed: int, workdir: Path) -> list[tuple[str, str, str, str]]:
+    """``test_workers.py``'s rows; a failure's detail is the plugin's line for the dead worker
+    (empty when it names none) and the cause it found."""
+    rows = run_pytest(seed, workdir, "workers", "test_workers.py", "-p", "xdist", "-n", "2")
+    texts = {}
+    for case in ET.parse(workdir / "workers.xml").getroot().iter("testcase"):
+        element = case.find("failure")
+        if element is not None:
+            texts[case.get("name", "")] = element.get("message", "") + "\n" + (element.text or "")
+    named = []
+    for name, outcome, detail, caught in rows:
+        text = texts.get(name, "")
+        worker, cause = DEAD_WORKER.search(text), ROOT_CAUSE.search(text)
+        if outcome == "fail":
+            detail = (worker.group(0) if worker else "") + (f", {cause.group(1)}" if cause else "")
+        named.append((name, outcome, detail, caught))
+    return named
+
+
+def workers_table(rows: list[tuple[str, str, str, str]]) -> bool:
+    """One row per worker policy: a failure must name the dead worker's pid."""
+    print()
+    print(
+        "A supervisor that hides a dead worker: uvicorn --workers 2 behind a TCP probe, workers=2"
+    )
+    print(f"{'workers':<8} {'case':<23} {'expected':<9} {'observed':<9} {'':<12} why")
+    agree = len(rows) == len(WORKERS_EXPECTED)
+    for name, outcome, detail, _ in rows:
+        match = WORKERS_ID.search(name)
+        race, policy = match.groups() if match else ("?", "?")
+        want = WORKERS_EXPECTED.get(policy, "?")
+        agree &= outcome == want and (outcome != "fail" or detail.startswith("worker pid"))
+        print(
+            f"{policy:<8} {'transient ' + race:<23} {judged(want, outcome, detail, WORKERS_WHY.get(policy, ''))}"
+        )
+    return agree
 
 
 def zoo_cases(
@@ -162,6 +208,7 @@ def main() -> int:
         explored = run_pytest(seed, workdir, "explore", "test_explore.py")
         own = run_pytest(seed, workdir, "own", "test_own_race.py")
         imports = run_pytest(seed, workdir, "imports", "imports", "-p", "xdist", "-n", "2")
+        workers = run_workers(seed, workdir)
     agree = zoo_table(zoo)
     print()
     print("The fake cache: what transformers raised on each persistent corruption")
@@ -184,6 +231,7 @@ def main() -> int:
     for name, outcome, detail, _ in imports:
         print(f"  {name:<52} {outcome:<5} {detail[:80]}")
         agree &= outcome in ("pass", "xfail")
+    agree &= workers_table(workers)
     print()
     print(
         f"seed {seed}: replay any case with  pytest -p startup_guard --startup-guard-seed={seed} examples/test_zoo.py -k '<case>'"
