@@ -99,6 +99,34 @@ def test_matrix_ids_all_and_lock_held_only_by_name(guard_pytester: pytest.Pytest
             "unknown keyword 'races' in @pytest.mark.startup_races of *::test_x; expected transient=, corrupt= and/or stale=",
         ),
         ("", "@pytest.mark.startup_races of *::test_x names no case*"),
+        (
+            'transient=["pointer_swap"], hold=-1',
+            "invalid hold=-1 for @pytest.mark.startup_races of *::test_x: expected a non-negative number of seconds",
+        ),
+        (
+            'transient=["pointer_swap"], hold="fast"',
+            "invalid hold='fast' for @pytest.mark.startup_races of *::test_x: expected a non-negative number of seconds",
+        ),
+        (
+            'transient=["pointer_swap"], trigger="on_access"',
+            "invalid trigger='on_access' for @pytest.mark.startup_races of *::test_x: expected on_access(...), after(...) or chaos(...) from pytest_startup_guard",
+        ),
+        (
+            'transient=["pointer_swap"], trigger=placed()',
+            "invalid trigger=Placed() for @pytest.mark.startup_races of *::test_x: placed() leaves the fault for the whole test, which no start-up can survive: expected on_access(...)*",
+        ),
+        (
+            'transient=["pointer_swap"], hold=0.1, trigger=on_access(hold=0.2)',
+            "hold=0.1 and trigger=on_access(nth=1, hold=0.2) in @pytest.mark.startup_races of *::test_x both set how long the window stays open: give the hold once*",
+        ),
+        (
+            'corrupt=["empty"], hold=0.1',
+            "hold=0.1 in @pytest.mark.startup_races of *::test_x sets the window of transient cases, and this marker names none*",
+        ),
+        (
+            'transient=["pointer_swap"], explore=True, trigger=on_access(nth=2)',
+            "trigger=OnAccess(nth=2, *) in @pytest.mark.startup_races of *::test_x: explore=True opens a window at every access point with the exploration's own hold (0.5 s)*",
+        ),
     ],
 )
 def test_bad_marker_arguments_fail_at_collection(
@@ -107,13 +135,15 @@ def test_bad_marker_arguments_fail_at_collection(
     guard_pytester.makepyfile(
         f"""
         import pytest
+        from pytest_startup_guard import on_access, placed
 
         @pytest.mark.startup_races({marker})
         def test_x(startup_case):
             pass
         """
     )
-    result = guard_pytester.runpytest("-p", "startup_guard")
+    # In a subprocess: an in-process run re-imports the plugin, not the names the test imports.
+    result = guard_pytester.runpytest_subprocess("-p", "startup_guard")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([f"*{message}*"])
 
@@ -405,58 +435,6 @@ def test_every_reader_of_the_raced_file_must_be_hit(verdict_pytester: pytest.Pyt
         ]
     )
     assert "the race never hit server 0" not in result.stdout.str()
-
-
-@pytest.mark.parametrize(
-    ("marker", "message"),
-    [
-        (
-            'transient=["pointer_swap"], hold=-1',
-            "invalid hold=-1 for @pytest.mark.startup_races of *::test_x: expected a non-negative number of seconds",
-        ),
-        (
-            'transient=["pointer_swap"], hold="fast"',
-            "invalid hold='fast' for @pytest.mark.startup_races of *::test_x: expected a non-negative number of seconds",
-        ),
-        (
-            'transient=["pointer_swap"], trigger="on_access"',
-            "invalid trigger='on_access' for @pytest.mark.startup_races of *::test_x: expected on_access(...), after(...) or chaos(...) from pytest_startup_guard",
-        ),
-        (
-            'transient=["pointer_swap"], trigger=placed()',
-            "invalid trigger=Placed() for @pytest.mark.startup_races of *::test_x: placed() leaves the fault for the whole test, which no start-up can survive: expected on_access(...)*",
-        ),
-        (
-            'transient=["pointer_swap"], hold=0.1, trigger=on_access(hold=0.2)',
-            "hold=0.1 and trigger=on_access(nth=1, hold=0.2) in @pytest.mark.startup_races of *::test_x both set how long the window stays open: give the hold once*",
-        ),
-        (
-            'corrupt=["empty"], hold=0.1',
-            "hold=0.1 in @pytest.mark.startup_races of *::test_x sets the window of transient cases, and this marker names none*",
-        ),
-        (
-            'transient=["pointer_swap"], explore=True, trigger=on_access(nth=2)',
-            "trigger=OnAccess(nth=2, *) in @pytest.mark.startup_races of *::test_x: explore=True opens a window at every access point with the exploration's own hold (0.5 s)*",
-        ),
-    ],
-)
-def test_bad_hold_and_trigger_fail_at_collection(
-    guard_pytester: pytest.Pytester, marker: str, message: str
-) -> None:
-    guard_pytester.makepyfile(
-        f"""
-        import pytest
-        from pytest_startup_guard import on_access, placed
-
-        @pytest.mark.startup_races({marker})
-        def test_x(startup_case):
-            pass
-        """
-    )
-    # In a subprocess: an in-process run re-imports the plugin, not the names the test imports.
-    result = guard_pytester.runpytest_subprocess("-p", "startup_guard")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines([f"*{message}*"])
 
 
 def test_bad_trigger_in_apply(guard_pytester: pytest.Pytester) -> None:

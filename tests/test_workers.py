@@ -1,12 +1,13 @@
 """Real servers that start their own workers, run as users run them: each worker is judged.
 
-The three topologies of ``examples/servers/``, each with 4 workers on one shared socket:
+The three topologies of ``examples/servers/``, each with 2 workers on one shared socket (more prove nothing more, and each
+costs a transformers import):
 
-- ``launcher``: ``launcher_server.py --api-server-count 4``, a vLLM-style launcher that spawns
+- ``launcher``: ``launcher_server.py --api-server-count 2``, a vLLM-style launcher that spawns
   its API servers (multiprocessing's spawn) and ends them all, exit code 1, when one dies;
-- ``uvicorn``: ``uvicorn asgi_app:app --workers 4`` (spawn); a worker whose lifespan start-up
+- ``uvicorn``: ``uvicorn asgi_app:app --workers 2`` (spawn); a worker whose lifespan start-up
   fails exits 3 and the supervisor stops, with exit code **0**;
-- ``gunicorn``: ``gunicorn -w 4 wsgi_app:app`` (fork, no ``--preload``); a worker whose import
+- ``gunicorn``: ``gunicorn -w 2 wsgi_app:app`` (fork, no ``--preload``); a worker whose import
   fails exits 3 and the arbiter halts (exit code 3, or 1 when a second worker's failure is
   reaped while it halts).
 
@@ -15,11 +16,10 @@ worker's third access of the repo: the JSON open, so the error names config.json
 a dead worker's pid and the OSError; retrying workers survive the same case; and under a chaos
 refresher a run fails exactly when a worker really died (read from the supervisor's own log).
 
-Depends on ``server_fleet.launch(..., workers=N)`` and the worker verdicts (docs/workers.md):
-these tests are written ahead of that API and fail until it lands.
+Uses ``server_fleet.launch(..., workers=N)`` and the worker verdicts (docs/workers.md).
 
-Each start costs seconds (4 processes importing transformers; 10-25 s on a loaded 2-core
-runner), so each case is its own test: ``-n 2`` spreads them.
+Each start costs seconds (2 processes importing transformers; 3-5 s on a 2-core runner, up to
+15 s on a loaded one), so each case is its own test: ``-n 2`` spreads them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ROOT / "examples" / "servers"
 BIN = Path(sys.executable).parent
-WORKERS = 4
+WORKERS = 2
 
 # The command of each topology, as a user writes it; {port} is the fleet's.
 COMMANDS: dict[str, list[str]] = {
