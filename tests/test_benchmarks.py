@@ -1,4 +1,8 @@
-"""Every benchmark runs (quick mode) and reports its figures; no time is asserted here."""
+"""Every benchmark runs (quick mode) and reports its figures; no time is asserted here.
+
+One test per benchmark, each through ``benchmarks/run.py --only NAME``: pytest-xdist spreads
+them over the workers (run as one test, the quick mode of all of them was the suite's longest
+test by far, run last on one worker while the other had nothing left to do)."""
 
 from __future__ import annotations
 
@@ -7,13 +11,31 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = sorted(
+    path.stem.removeprefix("bench_") for path in (ROOT / "benchmarks").glob("bench_*.py")
+)
 
 
-def test_every_benchmark_runs_in_quick_mode(tmp_path: Path) -> None:
+def test_there_are_benchmarks() -> None:
+    assert {"fleet", "races", "windows", "workers"} <= set(BENCHMARKS)
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_each_benchmark_runs_in_quick_mode(tmp_path: Path, name: str) -> None:
     out = tmp_path / "results.json"
     completed = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(out)],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "--quick",
+            "--only",
+            name,
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -22,9 +44,9 @@ def test_every_benchmark_runs_in_quick_mode(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stdout + completed.stderr
     results = json.loads(out.read_text())
     assert results["machine"]["cores"] >= 1
-    scripts = {path.stem for path in (ROOT / "benchmarks").glob("bench_*.py")}
+    assert results["quick"] is True
     reported = {item["benchmark"] for item in results["figures"]}
-    assert reported == scripts
+    assert reported == {f"bench_{name}"}
     for item in results["figures"]:
         assert set(item) >= {"figure", "value", "unit", "target", "passed"}
         assert isinstance(item["value"], (int, float))
