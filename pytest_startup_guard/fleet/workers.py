@@ -24,7 +24,6 @@ uvicorn or vLLM-style worker (its config is read before it serves) and for a gun
 from __future__ import annotations
 
 import re
-import signal
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from typing import Literal
 
 from pytest_startup_guard.runtime.controller import AccessEvent, ProcessRecord, RuntimeController
 from pytest_startup_guard.runtime.own_time import OwnClock
+from pytest_startup_guard.wording import signal_name
 
 # A worker is up once quiet this long (own time) after its last access: longer than the
 # backoff of a realistic retry (0.1 s, then 0.2 s), short enough not to slow a launch much.
@@ -85,13 +85,6 @@ class Worker:
     def label(self) -> str:
         """'worker pid 1234', 'grandchild pid 1240'."""
         return f"{self.role} pid {self.pid}"
-
-
-def signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 @dataclass

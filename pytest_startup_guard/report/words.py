@@ -5,12 +5,11 @@ without pytest)."""
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pytest_startup_guard.verdicts.kinds import WORDS
-from pytest_startup_guard.wording import count
+from pytest_startup_guard.wording import count, signal_name
 
 __all__ = [
     "EXPECTED_WORDS",
@@ -146,14 +145,6 @@ def ready_words(ttr: Mapping[str, Any] | None) -> str:
 
 
 # -- workers: the processes under a fleet member (a server's ``workers[]``) --------------------
-
-
-def signal_name(number: int) -> str:
-    """``SIGKILL`` for 9; ``signal 77`` for a number the platform does not name."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _code(worker: Mapping[str, Any]) -> int | None:
