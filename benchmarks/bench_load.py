@@ -146,6 +146,11 @@ def main() -> None:
     args = parse_args(__doc__ or "")
     rounds, invocations = (1, 1) if args.quick else (3, 2)
     levels = ["quiet", "2x"] if args.quick else list(LEVELS)
+    # A smoke run: the naive and retrying servers only. The slow_retry server's corrupt cases
+    # each wait out the readiness time-out (it hangs), which made the quick mode the suite's
+    # second-longest test.
+    quick_cases = f"({ZOO_CASES}) and (naive or retry) and not slow_retry"
+    selection = quick_cases if args.quick else ZOO_CASES
     cores = os.cpu_count() or 1
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -167,7 +172,7 @@ def main() -> None:
                 with cpu_load(LEVELS[level] * cores, limit=1800.0):
                     started = time.perf_counter()
                     rows = run_pytest(
-                        seed, workdir, name, "test_zoo.py", "-k", ZOO_CASES,
+                        seed, workdir, name, "test_zoo.py", "-k", selection,
                         "-p", "xdist", "-n", "2", "-p", "bench_load",
                         f"--startup-guard-stress={rounds}",
                         f"--startup-guard-artifacts={artifacts}",

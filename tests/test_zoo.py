@@ -41,6 +41,9 @@ def test_every_case_of_the_zoo_gives_the_expected_verdict(
     # hanging server (slow_retry on a corrupt config) costs per case.
     env["ZOO_SERVERS"] = "1"
     env["ZOO_TIMEOUT"] = "10"
+    # The slow_retry server hangs on every corruption until that time-out: its cases wait, they
+    # do not compute, so two of them wait at once (they made the two longest tests of the suite).
+    spread = ["-p", "xdist", "-n", "2"] if policy == "slow_retry" else []
     completed = subprocess.run(
         [
             sys.executable,
@@ -58,6 +61,7 @@ def test_every_case_of_the_zoo_gives_the_expected_verdict(
             str(EXAMPLES / "test_zoo.py"),
             "-k",
             f"{policy}-{loader} and not slow_{policy}",
+            *spread,
         ],
         cwd=EXAMPLES,
         env=env,
