@@ -486,7 +486,7 @@ def test_markup_in_the_facts_stays_text_in_the_svg() -> None:
     timeline = drawn(test)
     assert not timeline.all("b")
     (hit,) = timeline.all("g", "sg-hit")
-    assert "a<&>\u241b[0m.json" in hit.title()  # the escape character made visible
+    assert "a<&>\\x1b[0m.json" in hit.title()  # the escape character made visible
 
 
 def test_the_page_shell_has_no_script_and_the_classes_other_views_use() -> None:

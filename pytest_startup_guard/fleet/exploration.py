@@ -46,7 +46,8 @@ def check_mode(mode: object, where: str) -> Mode:
 def failure_line(server: Server) -> str:
     """``server 2: EXITED with code 1 after 0.31 s, before it was ready: OSError: ...``."""
     status = server.status()
-    lines = [line.strip() for line in server.output.splitlines() if line.strip()]
+    # The end of its output only, printable: a member may print hundreds of megabytes.
+    lines = [line.strip() for line in server.tail(50).splitlines() if line.strip()]
     errors = [line for line in lines if _ERROR_LINE.match(line)]
     error = errors[-1] if errors else (lines[-1] if lines else None)  # else its last words
     return f"server {server.index}: {status}" + (f": {error[:200]}" if error else "")

@@ -3,22 +3,27 @@
 Its state (``ServerState``), its times (seconds since its fleet's release), its exit, and what
 its fleet reads for it when asked: the races' hits and its workers (``workers.py``). Its
 ``report`` is the block a failure message shows: state, workers, root causes, hits, the last
-lines of its output and the stacks of a hung member.
+lines of its output and the stacks of a hung member. What of it came from the process (its
+output, causes, stacks, the reason its probe gave) is shown ``printable``, and its output is
+read in bounded memory (``output.py``), however much it printed; only ``output`` reads it all.
 """
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pytest_startup_guard.fleet import output as output_file
 from pytest_startup_guard.fleet.workers import (
     Worker,
     exception_lines,
 )
 from pytest_startup_guard.races.armed import Hit
+from pytest_startup_guard.wording import printable
 
 TAIL_LINES = 15
 # What became of a member: still starting, ready (its probe accepted it), rejected (it
@@ -76,13 +81,48 @@ class Server:
     died_after_ready: float | None = None
     # The names of the raced files, which a failure message's cause lines are picked by.
     raced_names: tuple[str, ...] = ()
+    # The exception lines of its output, and the output's size when they were read.
+    _exceptions_read: tuple[int, list[str]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def output(self) -> str:
+        """All its output (as much memory as it printed: the plugin itself reads less)."""
         try:
             return self.output_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def output_mentions(self, text: str) -> bool:
+        """Whether its output contains ``text``, read a block at a time."""
+        return output_file.mentions(self.output_path, text)
+
+    def output_search(self, pattern: str | re.Pattern[str]) -> re.Match[str] | None:
+        """The first match of ``pattern`` in its output so far, read a chunk at a time: a
+        match must lie within ``output.WINDOW_CHARS`` characters, as for ``ready.log``."""
+        compiled = re.compile(pattern)
+        follower = output_file.OutputFollower(self.output_path)
+        try:
+            size = self.output_path.stat().st_size
+        except OSError:
+            return None
+        while True:
+            match = follower.search(compiled)
+            if match is not None or follower.offset >= size:
+                return match
+
+    def exception_lines(self) -> list[str]:
+        """The exception lines of its output (``workers.exception_lines``), read a block at a
+        time, once for each size the output had when asked."""
+        try:
+            size = self.output_path.stat().st_size
+        except OSError:
+            return []
+        if self._exceptions_read is None or self._exceptions_read[0] != size:
+            lines = exception_lines(output_file.blocks(self.output_path), self.raced_names)
+            self._exceptions_read = (size, lines)
+        return self._exceptions_read[1]
 
     @property
     def own_seconds_to_exit(self) -> float | None:
@@ -157,7 +197,7 @@ class Server:
         """': OSError: ...' from the process itself, else the output's first exception line."""
         if worker is not None and worker.cause:
             return f": {worker.cause}"
-        lines = exception_lines(self.output, self.raced_names)
+        lines = self.exception_lines()
         return f": {lines[0]} (from the output)" if lines else ""
 
     def root_causes(self) -> list[str]:
@@ -167,12 +207,13 @@ class Server:
         for worker in self.failed_workers():
             if worker.cause:
                 causes.setdefault(f"{worker.label()}: {worker.cause}", None)
-        for line in exception_lines(self.output, self.raced_names)[:CAUSE_LINES]:
+        for line in self.exception_lines()[:CAUSE_LINES]:
             causes.setdefault(line, None)
         return list(causes)
 
     def tail(self, lines: int = TAIL_LINES) -> str:
-        return "\n".join(self.output.rstrip("\n").splitlines()[-lines:])
+        """Its last ``lines`` lines of output, read from the end of the file, ``printable``."""
+        return output_file.tail(self.output_path, lines)
 
     def describe(self) -> str:
         head = f"server {self.index}  pid {self.pid}" + (f"  port {self.port}" if self.port else "")
@@ -187,11 +228,11 @@ class Server:
         elif self.state == "exited":
             status = f"EXITED with code {self.returncode} after {self.seconds_to_exit:.2f} s, before it was ready"
         elif self.state == "rejected":
-            status = f"came up WRONG: {self.reason}"
+            status = f"came up WRONG: {printable(self.reason)}"
         elif self.state == "hung":
-            status = f"HUNG: not ready and still running at the time-out ({self.reason})"
+            status = f"HUNG: not ready and still running at the time-out ({printable(self.reason)})"
         elif self.state == "undecided":
-            status = f"UNDECIDED: the machine was too slow to decide ({self.reason})"
+            status = f"UNDECIDED: the machine was too slow to decide ({printable(self.reason)})"
         else:
             status = self.state
         if self.returncode is not None and self.state in EXIT_CODE_NOTED:
@@ -206,7 +247,7 @@ class Server:
     def report(self) -> str:
         lines = [self.describe()]
         if self.reason and self.state == "exited":
-            lines.append(f"    {self.reason}")
+            lines.append(f"    {printable(self.reason)}")
         workers = self.workers
         lines.extend(f"    {line}" for line in self._worker_lines(workers))
         if not self.started_up:
@@ -227,7 +268,7 @@ class Server:
         lines.extend(f"    | {line}" for line in tail.splitlines())
         for pid, stack in self.stacks.items():
             lines.append(f"    python stacks of pid {pid}:")
-            lines.extend(f"    | {line}" for line in stack.rstrip().splitlines())
+            lines.extend(f"    | {line}" for line in printable(stack).rstrip().splitlines())
         return "\n".join(lines)
 
     def _worker_lines(self, workers: list[Worker]) -> list[str]:

@@ -31,7 +31,7 @@ from typing import Literal
 
 from pytest_startup_guard.runtime.controller import AccessEvent, ProcessRecord, RuntimeController
 from pytest_startup_guard.runtime.own_time import OwnClock
-from pytest_startup_guard.wording import signal_name
+from pytest_startup_guard.wording import printable, signal_name
 
 # A worker is up once quiet this long (own time) after its last access: longer than the
 # backoff of a realistic retry (0.1 s, then 0.2 s), short enough not to slow a launch much.
@@ -139,7 +139,8 @@ def _worker(
         ended_t=record.ended_t,
         exit_code=record.exit_code,
         known_from=record.exit_known,
-        cause=record.cause,
+        # What the process says of its exception: shown on terminals and in reports.
+        cause=printable(record.cause) if record.cause else record.cause,
     )
 
 
@@ -192,18 +193,30 @@ _EXCEPTION_LINE = re.compile(
 )
 
 
-def exception_lines(output: str, names: Iterable[str] = ()) -> list[str]:
+# A block of output without one of these words has no exception line: it is not split.
+_EXCEPTION_WORD = re.compile(r"Error|Exception|Exit|Interrupt")
+# Of each kind (naming a raced file, or not), the first this many exception lines are kept: a
+# server that logs an error a line for minutes must not fill the plugin's memory.
+MAX_EXCEPTION_LINES = 50
+
+
+def exception_lines(output: str | Iterable[str], names: Iterable[str] = ()) -> list[str]:
     """The exception lines of an output (``OSError: ... config.json``), first seen first, those
-    naming one of ``names`` (a raced file) before the others; each line once."""
-    found: dict[str, None] = {}
-    for line in output.splitlines():
-        match = _EXCEPTION_LINE.match(line)
-        if match and (match.group("message") or match.group("name").endswith("Error")):
-            found.setdefault(line.strip(), None)
-    lines = list(found)
+    naming one of ``names`` (a raced file) before the others; each line once, ``printable``.
+    ``output``: the text, or its blocks of whole lines (``output.blocks``)."""
     wanted = [name for name in names if name]
-    naming = [line for line in lines if any(name in line for name in wanted)]
-    return naming + [line for line in lines if line not in naming]
+    naming: dict[str, None] = {}
+    others: dict[str, None] = {}
+    for block in [output] if isinstance(output, str) else output:
+        if not _EXCEPTION_WORD.search(block):
+            continue
+        for line in block.splitlines():
+            match = _EXCEPTION_LINE.match(line)
+            if match and (match.group("message") or match.group("name").endswith("Error")):
+                kind = naming if any(name in line for name in wanted) else others
+                if len(kind) < MAX_EXCEPTION_LINES:
+                    kind.setdefault(line.strip(), None)
+    return [printable(line) for line in [*naming, *others]]
 
 
 def leftover_kind(pid: int, workers: Sequence[Worker]) -> str:

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_startup_guard.report.record import RECORD_KEY, is_startup_test
 from pytest_startup_guard.report.run_report import REPORT_ATTR, SCHEMA_VERSION, failure_line
+from pytest_startup_guard.wording import printable
 
 if TYPE_CHECKING:
     from pytest_startup_guard.report.record import StartupRecord
@@ -39,8 +40,8 @@ def on_makereport(
         return
     attempt = attempt_of(item)
     part: dict[str, Any] = {"v": SCHEMA_VERSION, "attempt": attempt}
-    if report.failed:
-        part["failure"] = failure_line(report)
+    if report.failed:  # it may quote a server's output: a str that JSON and terminals take
+        part["failure"] = printable(failure_line(report))
     setattr(report, REPORT_ATTR, part)
     if record is None:
         return

@@ -11,17 +11,19 @@ other failing tests, then the rest; by node id within a group. A summary line pe
 its totals.
 
 It reads the report only (``report-schema.json``), never the plugin's live objects, and
-imports the standard library only: the console script starts without pytest. The schema name
+imports the standard library only: the console script starts without pytest. A report may
+come from anywhere: every text of it is written ``printable`` (no control character reaches
+the terminal or the page), then escaped for markdown or HTML. The schema name
 and version it reads are the schema file's (the same as ``run_report.SCHEMA`` and
 ``SCHEMA_VERSION``, which a test checks; ``run_report`` imports pytest).
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from pytest_startup_guard.report.words import (
     ready_words,
     verdict_words,
 )
+from pytest_startup_guard.wording import printable
 
 # The report's own description; shipped in the package, next to the report modules' parent.
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "report-schema.json"
@@ -318,16 +321,16 @@ _NEWLINES = re.compile(r"\r\n|\r|\n")
 
 
 def markdown_text(text: str) -> str:
-    """Text as it reads, in a GitHub-flavoured markdown table cell: punctuation that markdown
-    or the table would read is escaped, newlines become ``<br>``."""
-    return _NEWLINES.sub("<br>", _MARKDOWN_SPECIAL.sub(r"\\\1", text))
+    """Text as it reads, in a GitHub-flavoured markdown table cell: ``printable``, then
+    punctuation that markdown or the table would read is escaped, newlines become ``<br>``."""
+    return _NEWLINES.sub("<br>", _MARKDOWN_SPECIAL.sub(r"\\\1", printable(text)))
 
 
 def markdown_code(text: str) -> str:
     """Text as a code span in a table cell (node ids): pipes escaped (GitHub reads ``\\|`` in a
     code span in a table as a pipe), newlines written as ``\\n``, a fence longer than any run of
     backticks in it."""
-    text = _NEWLINES.sub(r"\\n", text).replace("|", r"\|")
+    text = _NEWLINES.sub(r"\\n", printable(text)).replace("|", r"\|")
     fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
@@ -382,6 +385,11 @@ def cell_class(cell: Cell) -> str:
     report); any other state is ``sg-other`` and ``sg-`` the state: ``sg-hidden`` (passed on a
     rerun that hid a failure), ``sg-skipped``, ``sg-xfailed``, ``sg-xpassed``."""
     return CELL_CLASSES.get(cell.state, f"sg-other sg-{cell.state}")
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """Text as HTML: ``printable``, then its markup escaped."""
+    return html.escape(printable(text), quote=quote)
 
 
 def _attrs(**values: str) -> str:

@@ -9,6 +9,10 @@ pytest-xdist controller on the report and ends up in the JSON report.
 Times in a snapshot are seconds since the record was created (the test's first start-up
 fixture), except ``seconds_to_ready`` and ``seconds_to_exit``, which count from their fleet's
 release, as ``Server`` does. Every process of a test reads one monotonic clock (one machine).
+
+What a process under test wrote or said (its output tail, a worker's cause, a server's
+reason, its argv, the paths it touched) is put in ``printable``: a str without control
+characters or lone surrogates, which every JSON reader takes and no terminal acts on.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_startup_guard.verdicts.kinds import WORDS
+from pytest_startup_guard.wording import printable
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
@@ -192,7 +197,7 @@ def race_facts(record: StartupRecord, armed: ArmedRace, limit: int | None) -> di
                 "pid": hit.pid,
                 "member": names.get(hit.member or "", hit.member),
                 "op": hit.op,
-                "path": _relative(hit.path, target.folder),
+                "path": printable(_relative(hit.path, target.folder)),
                 "t": record.since(hit.t),
                 "window": hit.window,
             }
@@ -230,7 +235,7 @@ def server_facts(record: StartupRecord, fleet: Fleet, server: Server) -> dict[st
         "seconds_to_exit": _rounded(server.seconds_to_exit),
         "seconds_to_timeout": _rounded(server.seconds_to_timeout),
         "seconds_waiting": _rounded(server.seconds_waiting),
-        "reason": server.reason,
+        "reason": printable(server.reason),
         "hits": hits,
         "absorbed": bool(hits and started_up),
         "started_up": started_up,
@@ -255,7 +260,7 @@ def worker_facts(record: StartupRecord, worker: Worker, failed: bool) -> dict[st
         "ended": record.since(worker.ended_t),
         "exit_code": worker.exit_code,
         "known_from": worker.known_from,
-        "cause": worker.cause,
+        "cause": printable(worker.cause) if worker.cause is not None else None,
         "failed": failed,
     }
 
@@ -350,7 +355,7 @@ def process_facts(record: StartupRecord) -> list[dict[str, Any]]:
             "pid": process.pid,
             "ppid": process.ppid,
             "member": names.get(process.member or "", process.member),
-            "argv": process.argv[:8],
+            "argv": [printable(str(arg)) for arg in process.argv[:8]],
             "hello": record.since(process.hello_t),
             "gone": record.since(process.gone_t),
         }

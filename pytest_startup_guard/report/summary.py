@@ -2,7 +2,8 @@
 
 Made where reports are logged, from what ``run_report.RunReport`` gathered: one total line,
 one line per test at ``-v``, every failed start-up test in full, and every failure that a
-rerun hid.
+rerun hid. Each line is written ``printable``: a failure message may quote what a server
+printed, and nothing of it may act on the terminal.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pytest_startup_guard.report import words
+from pytest_startup_guard.wording import printable
 
 if TYPE_CHECKING:
     import pytest
@@ -30,7 +32,7 @@ def write_terminal_summary(
     verbose = terminalreporter.config.get_verbosity() > 0
     terminalreporter.write_sep("=", "startup guard")
     for line, colour in summary_lines(run, session, verbose=verbose, strict=strict):
-        terminalreporter.write_line(line, **({colour: True} if colour else {}))
+        terminalreporter.write_line(printable(line), **({colour: True} if colour else {}))
 
 
 def summary_lines(

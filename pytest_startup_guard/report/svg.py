@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +68,7 @@ from pytest_startup_guard.report.words import (
     worker_end,
     worker_end_mark,
 )
+from pytest_startup_guard.wording import printable
 
 __all__ = ["MAX_PROCESS_ROWS", "MAX_RACE_ROWS", "escape", "timeline_svg"]
 
@@ -127,18 +127,12 @@ WORKER_LEGEND = (
     ("worker-stopped", "worker stopped with its fleet"),
 )
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
 
 def escape(value: object) -> str:
-    """``value`` as text safe in HTML and SVG, attributes included; control characters (ANSI
-    colours in a server's output) become their visible Unicode pictures."""
-    return _CONTROL.sub(_picture, html.escape(str(value), quote=True))
-
-
-def _picture(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return chr(0x2421 if code == 0x7F else 0x2400 + code)
+    """``value`` as text safe in HTML and SVG, attributes included: ``printable`` first
+    (control characters, such as the ANSI colours of a server's output, and bytes that are not
+    UTF-8 shown as their escapes: ``\\x1b``, ``\\xff``), then its markup escaped."""
+    return html.escape(printable(str(value)), quote=True)
 
 
 # -- the rows ------------------------------------------------------------------------------------
