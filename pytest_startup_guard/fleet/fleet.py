@@ -4,12 +4,13 @@ What ``launch`` (``launcher.py``) returns: each member's ``Server`` and process,
 workers, and the assertions. It keeps watching after the launch returns: a ready member that
 exits, a worker that dies, is caught at ``assert_all_ready``, a case's ``check`` or teardown
 (``unreported_problems``). ``stop`` ends whole process trees: SIGTERM, then SIGKILL after a
-grace period.
+grace period; with them every process that carries the fleet's marker in its environment
+(``STARTUP_GUARD_RUN``, ``runtime/run_marker.py``): what its members started and detached. Its
+assertions after ``stop`` are an error: a stopped member no longer says how it started.
 """
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import threading
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from pytest_startup_guard.checks import pattern
+from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet.port_faults import ArmedPortFault, PortFaults
 from pytest_startup_guard.fleet.ports import Lease
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
@@ -34,7 +37,18 @@ from pytest_startup_guard.fleet.workers import (
 from pytest_startup_guard.races.armed import Hit
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import BarrierGroup, RuntimeController
-from pytest_startup_guard.runtime.process_group import ByPid, Child, Target, end_trees
+from pytest_startup_guard.runtime.process_group import (
+    ByPid,
+    Child,
+    Target,
+    end_late,
+    end_trees,
+    led_by,
+    marked,
+)
+from pytest_startup_guard.runtime.process_identity import same_process
+from pytest_startup_guard.runtime.protocol import RUN_ENV
+from pytest_startup_guard.runtime.run_marker import new_tree
 
 # The longest a judgement waits for the controller to hear how gone processes ended.
 CATCH_UP_SECONDS = 2.0
@@ -88,6 +102,13 @@ class Fleet:
         self._worker_accesses = WorkerAccesses()
         self._quiet = QuietWatch()
         self.reported: set[str] = set()  # worker problems a check or assertion already raised
+        # In every member's environment, so in all they start: stop ends what carries it.
+        self.marker = new_tree(reaper)
+
+    @property
+    def marker_env(self) -> dict[str, str]:
+        """What every member's environment gets last (nothing may override it)."""
+        return {RUN_ENV: self.marker}
 
     @property
     def running(self) -> list[RunningMember]:
@@ -230,6 +251,7 @@ class Fleet:
         """Every member came up (and its probe accepted it), and none of its workers failed,
         before or after; the message lists every member."""
         __tracebackhide__ = True
+        self._require_not_stopped("assert_all_ready()")
         problems = self.worker_problems()
         if not all(server.ready for server in self.servers):
             raise AssertionError(f"not every server became ready\n{self.summary()}")
@@ -248,6 +270,9 @@ class Fleet:
     def assert_all_failed(self, match: str | None = None) -> None:
         """No member came up; each exited non-zero (with ``match`` found in its output)."""
         __tracebackhide__ = True
+        self._require_not_stopped("assert_all_failed()")
+        if match is not None:
+            pattern("match", match, "fleet.assert_all_failed()")
         problems = []
         for server in self.servers:
             if server.ready:
@@ -256,7 +281,7 @@ class Fleet:
                 problems.append(f"server {server.index} did not exit ({server.state})")
             elif server.returncode == 0:
                 problems.append(f"server {server.index} exited with code 0")
-            elif match is not None and not re.search(match, server.output):
+            elif match is not None and not server.output_search(match):
                 problems.append(f"server {server.index}'s output does not match {match!r}")
         if problems:
             raise AssertionError(
@@ -264,6 +289,17 @@ class Fleet:
                 + "; ".join(problems)
                 + "\n"
                 + self.summary()
+            )
+
+    def _require_not_stopped(self, call: str) -> None:
+        """An assertion after ``stop``: a clear error, never a pass (a stopped member that had
+        not come up yet reads "stopped", not "hung" or "exited")."""
+        __tracebackhide__ = True
+        if self.stopped:
+            raise StartupGuardError(
+                f"fleet.{call} was called after fleet.stop(): the fleet of {len(self)} x"
+                f" `{self.label}` is stopped, and its members no longer tell how they started;"
+                f" call fleet.{call} before fleet.stop() (teardown stops every fleet by itself)"
             )
 
     def members_pids(self, server: Server) -> set[int]:
@@ -286,7 +322,8 @@ class Fleet:
         return pids
 
     def stop(self, grace: float = GRACE_SECONDS) -> None:
-        """SIGTERM every process tree of the fleet, SIGKILL what is left after ``grace``."""
+        """SIGTERM every process tree of the fleet, and every process that carries its marker;
+        SIGKILL what is left after ``grace``, and what started meanwhile."""
         if self.stopped:
             return
         stopped_t = time.monotonic()
@@ -296,26 +333,55 @@ class Fleet:
         self.port_faults.close()  # ports taken by port_taken faults are given back
         with _alarm_blocked():
             members = [running.process for running in self._running]
-            targets: list[Target] = [*map(Child, members), *self._descendants()]
-            # start_new_session: each member leads a process group of its own
-            end_trees(targets, [member.pid for member in members], grace)
+            descendants = self._descendants()
+            known = {member.pid for member in members} | {d.process.pid for d in descendants}
+            targets: list[Target] = [
+                *map(Child, members),
+                *descendants,
+                # What left the trees and the groups (a daemon: setsid and a double fork).
+                *marked(self.marker, spare=known),
+            ]
+            # start_new_session: each member leads a process group of its own, ours while the
+            # member is not reaped (Child.ended does not reap), else while a process in it
+            # carries the marker.
+            end_trees(targets, [led_by(member, self.marker) for member in members], grace)
+            end_late(self.marker)  # started while the others ended, and still marked
             for running in self._running:
-                self._settle(running)
+                self._settle(running)  # reaps each member
 
     def _descendants(self) -> list[ByPid]:
-        """Every process of the members' trees but the members, as they are now."""
+        """Every process of the members' trees but the members, as they are now: each Python
+        process that reported in under a member, while its pid is still the process that said
+        hello, and every descendant of those and of the members not reaped yet."""
         import psutil
 
+        with self.controller.lock:
+            records = [
+                (record.pid, record.started, record.member) for record in self.controller.history
+            ]
+        members = {running.server.member for running in self._running}
+        roots = [(pid, started) for pid, started, member in records if member in members]
         others: dict[int, psutil.Process] = {}
+        for pid, started in roots:
+            try:
+                process = psutil.Process(pid)
+                # Read after psutil pinned its start time: a pid reused before that fails here.
+                if not same_process(pid, started):
+                    continue
+                others[pid] = process
+                for child in process.children(recursive=True):
+                    others[child.pid] = child
+            except psutil.Error:
+                pass
         for running in self._running:
-            for pid in self.members_pids(running.server):
-                try:
-                    process = psutil.Process(pid)
-                    others[pid] = process
-                    for child in process.children(recursive=True):
-                        others[child.pid] = child
-                except psutil.Error:
-                    pass
+            if running.process.returncode is not None:
+                continue  # reaped: its pid may be another process's by now
+            try:
+                # Not reaped: its pid is still its own (a zombie's children went to init).
+                for child in psutil.Process(running.process.pid).children(recursive=True):
+                    others[child.pid] = child
+            except psutil.Error:
+                pass
         for running in self._running:
             others.pop(running.process.pid, None)  # our own children: Popen keeps their exit codes
         return [ByPid(process) for process in others.values()]

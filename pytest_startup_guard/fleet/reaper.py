@@ -1,11 +1,14 @@
-"""The reaper: kills fleet processes and removes plan folders when pytest dies without teardown.
+"""The reaper: ends the run's processes and removes plan folders when pytest dies without teardown.
 
 pytest-timeout's thread method ends pytest with ``os._exit``; a SIGKILL ends it with nothing
 run at all. Fleet members live in sessions of their own, so nothing else would stop them, and
 the child runtime's plan folder (``sg-*`` in the temp dir: control socket, barrier FIFOs,
 ``dumps/``) would stay on disk. The reaper is a small process in its own session, started once
-per pytest process and told at start the temp dirs plan folders are made in (``--temp-dir``).
-pytest writes lines to its stdin:
+per pytest process (before the first process the plugin starts) and told at start the temp dirs
+plan folders are made in (``--temp-dir``) and the run id it answers for (``--run``: every
+process the plugin starts carries ``STARTUP_GUARD_RUN=<run id>:<tree>``, ``run_marker``).
+At its start it removes the plan folders of earlier runs whose owner is gone
+(``plan_folder.stale_plan_folders``). pytest writes lines to its stdin:
 
 - ``add <pid> <create_time> <pgid>`` / ``remove <pid>``: a process tree to end;
 - ``folder <path>`` / ``unfolder <path>``: a plan folder to remove (the path is the rest of the
@@ -15,11 +18,15 @@ pytest writes lines to its stdin:
   owned by the reaper's user. Anything else is refused with a line on stderr.
 
 A line it cannot read is skipped (a line on stderr), never the end of the reaper. When the pipe
-reaches end of file (pytest is gone, by whatever means), it terminates every registered process
-tree that is still alive, then (nothing runs that could still write there) removes every
-registered folder (``shutil.rmtree``, errors ignored).
+reaches end of file (pytest is gone, by whatever means, or done), it ends every registered
+process tree that is still alive and every process of ours that carries the run id, a daemon
+that left its tree and group included (SIGTERM, SIGKILL after 5 s), then (nothing runs that
+could still write there) removes every registered folder (``shutil.rmtree``, errors ignored).
+A registered process is signalled only while its pid has the start time it was registered
+with, and a group only while its leader is that process or a process in it carries the run id.
 
-Standard library, psutil and ``runtime.process_group`` only, the last two loaded only to end trees.
+Standard library, psutil and ``runtime`` only, loaded when needed: at its start, the stale plan
+folders; at its end, ending what is left.
 """
 
 from __future__ import annotations
@@ -37,15 +44,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     import threading
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import IO
 
     import psutil
 
-    from pytest_startup_guard.runtime.process_group import ByPid
-
 GRACE_SECONDS = 5.0
-PLAN_PREFIX = "sg-"  # RuntimeController.start: tempfile.mkdtemp(prefix="sg-", dir=<temp dir>)
+PLAN_PREFIX = "sg-"  # runtime.plan_folder: mkdtemp(prefix="sg-...", dir=plan_temp_dir())
 
 
 class _Entry:
@@ -66,21 +71,51 @@ def _same_process(entry: _Entry) -> bool:
         return False
 
 
-def terminate_trees(entries: list[_Entry], grace: float = GRACE_SECONDS) -> None:
-    """SIGTERM every process of the trees (and of their process groups), SIGKILL the rest."""
+def terminate_trees(
+    entries: list[_Entry], grace: float = GRACE_SECONDS, run_id: str | None = None
+) -> None:
+    """SIGTERM every process of the trees, of their process groups and, with ``run_id``, every
+    process of ours that carries it; SIGKILL the rest after ``grace``, and what started since."""
     # Imported here, like psutil: the reaper starts with every pytest process that launches a
     # fleet, and mostly just reads its stdin; ending trees happens at most once, at its end.
-    from pytest_startup_guard.runtime.process_group import ByPid, end_trees
+    from pytest_startup_guard.runtime.process_group import (
+        ByPid,
+        Group,
+        Target,
+        end_late,
+        end_trees,
+        marked,
+    )
 
+    targets: list[Target] = [ByPid(process) for process in _victims(entries)] if entries else []
+    if run_id is not None:
+        known = {target.process.pid for target in targets if isinstance(target, ByPid)}
+        targets += marked(run_id, whole_run=True, spare=known)
     end_trees(
-        [ByPid(process) for process in _victims(entries)],
-        # Every entry's group, even where its process is gone: what it started may be left.
-        [entry.pgid for entry in entries],
+        targets,
+        # Every entry's group, even where its process is gone (what it started may be left),
+        # as long as it is provably still that group (``_group_proof``).
+        [Group(entry.pgid, _group_proof(entry, run_id)) for entry in entries],
         grace,
-        wait=_wait_procs,
         # Nothing runs after the reaper: what left the trees but stayed in a group ends now.
         always_kill_groups=True,
     )
+    if run_id is not None:
+        end_late(run_id, whole_run=True)
+
+
+def _group_proof(entry: _Entry, run_id: str | None) -> Callable[[], bool]:
+    """Whether the entry's group is still the one its member led: the member still runs (it
+    holds its pid, the group's id), or a process in the group carries the run id."""
+
+    def proof() -> bool:
+        from pytest_startup_guard.runtime.run_marker import group_carries
+
+        if entry.pgid == entry.pid and _same_process(entry):
+            return True
+        return run_id is not None and group_carries(entry.pgid, run_id, whole_run=True)
+
+    return proof
 
 
 def _victims(entries: list[_Entry]) -> list[psutil.Process]:
@@ -89,10 +124,11 @@ def _victims(entries: list[_Entry]) -> list[psutil.Process]:
 
     victims: dict[int, psutil.Process] = {}
     for entry in entries:
-        if not _same_process(entry):
-            continue
         try:
             root = psutil.Process(entry.pid)
+            # The start time psutil pinned, not a fresh look: the same process it will signal.
+            if abs(root.create_time() - entry.create_time) >= 0.05:
+                continue
             for process in [root, *root.children(recursive=True)]:
                 victims[process.pid] = process
         except psutil.Error:
@@ -100,22 +136,11 @@ def _victims(entries: list[_Entry]) -> list[psutil.Process]:
     return list(victims.values())
 
 
-def _wait_procs(victims: Sequence[ByPid], seconds: float) -> list[ByPid]:
-    """The victims still running after ``seconds``, as ``psutil.wait_procs`` sees them (unlike
-    ``ByPid.ended``, a zombie counts as running until its parent reaps it)."""
-    import psutil
-
-    _, alive = psutil.wait_procs([victim.process for victim in victims], timeout=seconds)
-    return [victim for victim in victims if victim.process in alive]
-
-
 def plan_temp_dirs() -> list[str]:
-    """Where ``RuntimeController.start`` makes plan folders (keep in step with it): the temp
-    dir, or ``/tmp`` where the temp dir's path is too long for a Unix socket's. pytest side."""
-    import tempfile
+    """Where plan folders are made (``plan_folder.plan_temp_dir``). pytest side."""
+    from pytest_startup_guard.runtime.plan_folder import plan_temp_dir
 
-    base = tempfile.gettempdir()
-    return [base if len(base) <= 60 else "/tmp"]
+    return [plan_temp_dir()]
 
 
 def folder_allowed(path: str, temp_dirs: Iterable[str]) -> bool:
@@ -150,18 +175,28 @@ def _say(message: str) -> None:
         pass
 
 
-def _parse_temp_dirs(argv: Sequence[str]) -> list[str]:
-    return [value for flag, value in itertools.pairwise(argv) if flag == "--temp-dir"]
+def _values(argv: Sequence[str], flag: str) -> list[str]:
+    return [value for given, value in itertools.pairwise(argv) if given == flag]
 
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for pytest, which then tears down
-    serve(_parse_temp_dirs(sys.argv[1:]), sys.stdin.buffer)
+    runs = _values(sys.argv[1:], "--run")
+    serve(_values(sys.argv[1:], "--temp-dir"), sys.stdin.buffer, runs[-1] if runs else None)
     return 0
 
 
-def serve(temp_dirs: Sequence[str], stdin: Iterable[bytes]) -> None:
-    """Read registrations until end of file, then end the trees and remove the folders."""
+def remove_stale_folders(temp_dirs: Sequence[str]) -> None:
+    """Remove the plan folders of runs whose pytest and reaper both died (their owner is gone)."""
+    from pytest_startup_guard.runtime.plan_folder import stale_plan_folders
+
+    remove_folders(stale_plan_folders(temp_dirs))
+
+
+def serve(temp_dirs: Sequence[str], stdin: Iterable[bytes], run_id: str | None = None) -> None:
+    """Remove stale plan folders; read registrations until end of file; then end the trees and
+    the processes that carry ``run_id``, and remove the folders."""
+    remove_stale_folders(temp_dirs)
     entries: dict[int, _Entry] = {}
     folders: dict[str, None] = {}  # in the order registered
     for raw in stdin:
@@ -183,18 +218,24 @@ def serve(temp_dirs: Sequence[str], stdin: Iterable[bytes]) -> None:
                 _say(f"skipped a line it cannot read: {line!r}")
         except ValueError:
             _say(f"skipped a line it cannot read: {line!r}")
-    if entries:  # end of file with live registrations: pytest died without its teardown
-        terminate_trees(list(entries.values()))
+    # End of file. With live registrations, pytest died without its teardown; either way, what
+    # still carries the run id has outlived its test (a daemon that left its tree and group).
+    if entries or run_id is not None:
+        terminate_trees(list(entries.values()), run_id=run_id)
     # After the trees: a process of theirs could still write into a plan folder.
     remove_folders(folders)
 
 
 class Reaper:
-    """The pytest side: one reaper process per pytest process, started on first use."""
+    """The pytest side: one reaper process per pytest process, started on first use. It is the
+    run's keeper (``run_marker.Keeper``): ``run_id`` is in every process the plugin starts."""
 
     def __init__(self) -> None:
         import threading
 
+        from pytest_startup_guard.runtime.run_marker import new_run_id
+
+        self.run_id = new_run_id()
         self._process: subprocess.Popen[str] | None = None
         self._stdin: IO[str] | None = None
         self._lock: threading.Lock = threading.Lock()
@@ -210,7 +251,14 @@ class Reaper:
             }
             temp_args = [arg for folder in plan_temp_dirs() for arg in ("--temp-dir", folder)]
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "pytest_startup_guard.fleet.reaper", *temp_args],
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest_startup_guard.fleet.reaper",
+                    *temp_args,
+                    "--run",
+                    self.run_id,
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 env=env,
@@ -223,6 +271,12 @@ class Reaper:
             assert self._process.stdin is not None
             self._stdin = self._process.stdin
         return self._stdin
+
+    def watch(self) -> None:
+        """Start the reaper process now, before a process of the run starts: if this process
+        dies from now on, the reaper ends every process that carries ``run_id``."""
+        with self._lock:
+            self._start()
 
     def add(self, pid: int) -> None:
         self.add_all([pid])

@@ -39,10 +39,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_startup_guard.checks import seconds, whole_number
+from pytest_startup_guard.checks import (
+    environment,
+    flag,
+    folder,
+    seconds,
+    texts,
+    whole_number,
+)
+from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import InvalidArgumentError
-from pytest_startup_guard.runtime.process_group import end_group, session
-from pytest_startup_guard.runtime.protocol import ANCESTRY_ENV, MEMBER_ENV, PLAN_ENV
+from pytest_startup_guard.runtime.process_group import end_group, end_marked, session
+from pytest_startup_guard.runtime.protocol import ANCESTRY_ENV, MEMBER_ENV, PLAN_ENV, RUN_ENV
+from pytest_startup_guard.runtime.run_marker import new_tree
+from pytest_startup_guard.wording import printable
 
 BACKGROUND_FIRST = "background first"
 MAIN_FIRST = "main first"
@@ -90,8 +100,9 @@ class Completed:
         return self.returncode is None
 
     def tail(self, chars: int = TAIL_CHARS) -> str:
+        """The end of its output, ``printable`` (it is quoted in messages)."""
         text = (self.stdout + self.stderr).strip()
-        return text[-chars:]
+        return printable(text[-chars:])
 
 
 class Interpreters:
@@ -99,14 +110,16 @@ class Interpreters:
     killed with everything it started on time-out, at its end, or on ``close()``.
 
     Nothing they started outlives ``close()``: a module under test that starts processes of its
-    own is killed with its interpreter.
+    own is killed with its interpreter, and what left the session (a daemon) by the call's
+    marker (``STARTUP_GUARD_RUN``), which the run's reaper also ends should pytest die.
     """
 
     def __init__(
         self, python: str, env: Mapping[str, str], cwd: str | os.PathLike[str] | None
     ) -> None:
         self.python = python
-        self.env = env
+        self.marker = new_tree()  # one tree per call; starts the run's reaper, if there is one
+        self.env = {**env, RUN_ENV: self.marker}
         self.cwd = cwd
         self._lock = threading.Lock()
         self._live: set[subprocess.Popen[str]] = set()
@@ -124,7 +137,7 @@ class Interpreters:
                     stdout, stderr = process.communicate(timeout=timeout)
                     returncode: int | None = process.returncode
                 except subprocess.TimeoutExpired:
-                    end_group(process)
+                    end_group(process, marker=self.marker)
                     stdout, stderr = process.communicate()
                     returncode = None
             finally:
@@ -133,11 +146,12 @@ class Interpreters:
         return Completed(returncode, stdout, stderr, time.perf_counter() - started)
 
     def close(self) -> None:
-        """Kill every session still running."""
+        """Kill every session still running, and every process that carries the call's marker."""
         with self._lock:
             live = list(self._live)
         for process in live:
-            end_group(process)
+            end_group(process, marker=self.marker)
+        end_marked(self.marker, 0.0)  # SIGKILL at once, as the sessions were
 
 
 def child_env(
@@ -173,12 +187,13 @@ def default_workers() -> int:
 
 
 def last_error_line(text: str) -> str:
-    """The last line that looks like ``SomeError: message`` (a traceback's last line)."""
+    """The last line that looks like ``SomeError: message`` (a traceback's last line),
+    ``printable``."""
     for line in reversed(text.strip().splitlines()):
         if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", line.strip()):
-            return line.strip()
+            return printable(line.strip())
     lines = text.strip().splitlines()
-    return lines[-1].strip() if lines else ""
+    return printable(lines[-1].strip()) if lines else ""
 
 
 def format_seconds(seconds: float) -> str:
@@ -494,11 +509,11 @@ def _measure(
                 f"module {module!r} does not import alone in a fresh interpreter {where}:"
                 f" {last_error_line(completed.stderr)}; make it importable there"
                 f" (pythonpath=[...], cwd=..., python=...)\n--- stderr tail ---\n"
-                f"{completed.stderr.strip()[-TAIL_CHARS:]}"
+                f"{printable(completed.stderr.strip()[-TAIL_CHARS:])}"
             )
         missing = report.get("missing")
         if isinstance(missing, list) and missing:
-            details = "; ".join(f"{name!r}: {error}" for name, error in missing)
+            details = printable("; ".join(f"{name!r}: {error}" for name, error in missing))
             raise ImportProbeError(
                 f"attrs= of import_race({module!r}) names what the module lacks even when"
                 f" imported alone {where}: {details}"
@@ -529,6 +544,8 @@ def _race_once(
     report = _parse_marked(completed) or {}
     errors = report.get("errors")
     errors = errors if isinstance(errors, dict) else {}
+    # What the child says of its exceptions is quoted in messages: shown printable.
+    errors = {thread: printable(str(error)) for thread, error in errors.items() if error}
     background_error = errors.get("background")
     return ImportRun(
         order=str(params["order"]),
@@ -584,6 +601,17 @@ def import_race(
     interpreters; the child runtime's plan is never passed on.
     """
     started = time.perf_counter()
+    _check_options(
+        attrs=attrs,
+        delays=delays,
+        fractions=fractions,
+        suppress=suppress,
+        workers=workers,
+        timeout=timeout,
+        env=env,
+        pythonpath=pythonpath,
+        cwd=cwd,
+    )
     module, names = _validate(module, attrs)
     executable = resolve_python(python, "import_race")
     order_list = _validate_sweep(orders, repeats)
@@ -621,6 +649,68 @@ def _validate_sweep(orders: Iterable[str], repeats: int) -> list[str]:
             )
     whole_number("repeats", repeats, "import_race()", minimum=1, error=ImportProbeError)
     return order_list
+
+
+def _check_options(
+    *,
+    attrs: object,
+    delays: object,
+    fractions: object,
+    suppress: object,
+    workers: object,
+    timeout: object,
+    env: object,
+    pythonpath: object,
+    cwd: object,
+) -> None:
+    """``import_race``'s options, checked before any interpreter starts: a module imported
+    at interpreter start skips the sweep, and must not let a bad delay through unnoticed."""
+    where = "import_race()"
+    try:
+        if not isinstance(attrs, str):
+            texts("attrs", attrs, where, meaning="attribute names")
+        if delays is not None:
+            for position, delay in enumerate(_numbers("delays", delays, where)):
+                seconds(f"delays[{position}]", delay, where)
+        for position, fraction in enumerate(_numbers("fractions", fractions, where)):
+            seconds(f"fractions[{position}]", fraction, where)
+        flag("suppress", suppress, where)
+        if workers is not None:
+            whole_number("workers", workers, where, minimum=1)
+        if timeout is not None:
+            seconds("timeout", timeout, where, positive=True)
+        if env is not None:
+            environment("env", env, where)
+        _folders(pythonpath, where)
+        if cwd is not None:
+            folder("cwd", cwd, where)
+    except InvalidArgumentError as error:
+        raise ImportProbeError(str(error)) from None
+
+
+def _numbers(name: str, value: object, where: str) -> list[object]:
+    """``value`` as a non-empty list (of numbers, checked by the caller)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(
+            f"invalid {name}={value!r} for {where}: expected a list of numbers of seconds"
+        )
+    items = list(value)
+    if not items:
+        raise InvalidArgumentError(
+            f"invalid {name}=[] for {where}: expected one or more numbers of seconds"
+        )
+    return items
+
+
+def _folders(value: object, where: str) -> list[str]:
+    """``pythonpath=``: one folder (str or path) or a list of them."""
+    if isinstance(value, (str, os.PathLike)):
+        return [checked_path("pythonpath", value, where)]
+    if not isinstance(value, Iterable) or isinstance(value, bytes):
+        raise InvalidArgumentError(
+            f"invalid pythonpath={value!r} for {where}: expected a list of folders"
+        )
+    return [checked_path(f"pythonpath[{n}]", item, where) for n, item in enumerate(value)]
 
 
 def _delays_to_sweep(
@@ -710,7 +800,11 @@ class ImportRaceProbe:
     def __call__(self, module: str, *args: Any, **options: Any) -> ImportRaceResult:
         """``import_race(module, ...)`` with the test file's folder last on ``pythonpath=``;
         the arguments are ``import_race``'s."""
-        options["pythonpath"] = [*options.get("pythonpath", ()), *self.pythonpath]
+        try:
+            given = _folders(options.get("pythonpath", ()), "import_race()")
+        except InvalidArgumentError as error:
+            raise ImportProbeError(str(error)) from None
+        options["pythonpath"] = [*given, *self.pythonpath]
         result = import_race(module, *args, **options)
         self.results.append(result)
         return result

@@ -28,6 +28,11 @@ the ``sitecustomize`` it shadows. The mode is taken out of the environment as it
 the start-up's own children start plainly. It also records the start method of every process
 the start-up starts (``started with`` in the table). A start-up that ignores ``PYTHONPATH`` (``python -E`` or ``-I``) is reported, not
 silently run without its mode. Standard library only.
+
+Nothing a start-up started outlives its check: each runs in a session of its own, ended with
+its group, and every process of one check carries the check's marker (``STARTUP_GUARD_RUN``),
+by which what detached itself is ended when the check is done, and by the run's reaper should
+pytest die. The private folder is a plan folder (``sg-start-*``), which the reaper removes then.
 """
 
 from __future__ import annotations
@@ -38,7 +43,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -47,7 +51,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
+from pytest_startup_guard.checks import (
+    environment,
+    flag,
+    folder,
+    pattern,
+    seconds,
+    texts,
+    whole_number,
+)
+from pytest_startup_guard.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    StartupGuardError,
+    UnknownNameError,
+)
 from pytest_startup_guard.imports.probe import (
     TAIL_CHARS,
     child_env,
@@ -56,7 +74,11 @@ from pytest_startup_guard.imports.probe import (
     last_error_line,
     resolve_python,
 )
-from pytest_startup_guard.runtime.process_group import session
+from pytest_startup_guard.runtime.plan_folder import make_plan_folder
+from pytest_startup_guard.runtime.process_group import end_marked, session
+from pytest_startup_guard.runtime.protocol import RUN_ENV
+from pytest_startup_guard.runtime.run_marker import current_keeper, new_tree
+from pytest_startup_guard.wording import printable
 
 START_METHODS = ("spawn", "fork", "forkserver")
 ALREADY_SET = "already_set"
@@ -434,10 +456,14 @@ def _execute(
 ) -> list[StartupRun]:
     """Run every planned start-up, ``workers`` at a time; ``judge`` says what went wrong."""
     pattern = re.compile(ready) if ready else None
-    workdir = Path(tempfile.mkdtemp(prefix="startup-guard-start-"))
+    marker = new_tree()  # one tree per check; starts the run's reaper, if there is one
+    keeper = current_keeper()
+    workdir = make_plan_folder("sg-start-")
+    if keeper is not None:
+        keeper.add_folder(workdir)  # removed by the reaper should pytest die
     try:
         site = _sitecustomize_dir(workdir)
-        base_env = child_env(env, [site, *pythonpath])
+        base_env = {**child_env(env, [site, *pythonpath]), RUN_ENV: marker}
 
         def run(item: tuple[int, _Planned]) -> StartupRun:
             index, planned = item
@@ -471,13 +497,16 @@ def _execute(
                 seconds=outcome.seconds,
                 error=last_error_line(outcome.output) if outcome.returncode else "",
                 started_with=tuple(map(str, used)) if isinstance(used, list) else (),
-                output_tail=outcome.output.strip()[-TAIL_CHARS:],
+                output_tail=printable(outcome.output.strip()[-TAIL_CHARS:]),
             )
 
         with ThreadPoolExecutor(max(1, workers or default_workers())) as pool:
             return list(pool.map(run, enumerate(plan)))
     finally:
+        end_marked(marker, STOP_GRACE)  # what a start-up left outside its group (a daemon)
         shutil.rmtree(workdir, ignore_errors=True)
+        if keeper is not None:
+            keeper.remove_folder(workdir)
 
 
 def _launch_problem(planned: _Planned, outcome: _Outcome, timeout: float) -> str | None:
@@ -520,7 +549,11 @@ def check_start_methods(
     import multiprocessing
 
     where = "check_start_methods"
-    mode_list = list(methods)
+    _check_options(where, startup, env, pythonpath, cwd, timeout, ready, workers)
+    try:
+        mode_list = texts("methods", methods, f"{where}()", meaning="start methods", empty=False)
+    except InvalidArgumentError as error:
+        raise StartupSpecError(str(error)) from None
     for mode in mode_list:
         if mode not in MODES:
             raise UnknownNameError("start method", mode, MODES, where=f"methods= of {where}")
@@ -575,6 +608,16 @@ def check_env_choices(
     the variable unset (must start) unless ``unset=False``.
     """
     where = "check_env_choices"
+    _check_options(where, startup, env, pythonpath, cwd, timeout, ready, workers)
+    try:
+        flag("unset", unset, f"{where}()")
+        if match is not None:
+            pattern("match", match, f"{where}()")
+        for name, values in (("allowed", allowed), ("unlisted", unlisted)):
+            if not isinstance(values, str):
+                texts(name, values, f"{where}()", meaning="values of the variable")
+    except InvalidArgumentError as error:
+        raise StartupSpecError(str(error)) from None
     allowed_values, unlisted_values = _validate_env_choices(variable, allowed, unlisted, where)
     argv = startup_argv(startup, resolve_python(python, where), where)
     judge = _EnvChoiceJudge(variable, allowed_values, match)
@@ -586,6 +629,38 @@ def check_env_choices(
     return EnvChoiceResult(
         describe_startup(startup), variable, allowed_values, unlisted_values, runs
     )
+
+
+def _check_options(
+    where: str,
+    startup: object,
+    env: object,
+    pythonpath: object,
+    cwd: object,
+    timeout: object,
+    ready: object,
+    workers: object,
+) -> None:
+    """What both checks share, checked before any interpreter starts (``StartupSpecError``)."""
+    called = f"{where}()"
+    try:
+        if not (isinstance(startup, (str, list, tuple)) or callable(startup)):
+            raise ArgumentTypeError(
+                f"invalid startup={startup!r} for {called}: expected a command as a list of str,"
+                " 'package.module:function' or an importable function"
+            )
+        if env is not None:
+            environment("env", env, called)
+        _paths(pythonpath)
+        if cwd is not None:
+            folder("cwd", cwd, called)
+        seconds("timeout", timeout, called, positive=True)
+        if ready is not None:
+            pattern("ready", ready, called)
+        if workers is not None:
+            whole_number("workers", workers, called, minimum=1)
+    except InvalidArgumentError as error:
+        raise StartupSpecError(str(error)) from None
 
 
 def _validate_env_choices(
@@ -704,6 +779,8 @@ def _paths(value: object) -> list[str]:
         return []
     if isinstance(value, (str, os.PathLike)):
         return [os.fspath(value)]
-    if isinstance(value, Iterable):
-        return [os.fspath(item) for item in value]
-    raise StartupSpecError(f"pythonpath={value!r}: expected a list of folders")
+    if isinstance(value, Iterable) and not isinstance(value, bytes):
+        items = list(value)
+        if all(isinstance(item, (str, os.PathLike)) for item in items):
+            return [os.fspath(item) for item in items]
+    raise StartupSpecError(f"invalid pythonpath={value!r}: expected a list of folders")
