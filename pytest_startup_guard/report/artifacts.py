@@ -13,7 +13,8 @@ For each failed attempt of a start-up test, a folder ``DIR/<node id, made a file
     fleet-<n>/server-<i>.log    each server's output (copied again at teardown: complete)
     stacks-<pid>.txt            the Python stacks collected from hung processes
 
-Nothing is written for an attempt that passes.
+Nothing is written for an attempt that passes. Each file is written whole or not at all, never
+through a name planted in the folder (``atomic``).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pytest_startup_guard.report.atomic import copy_atomically, write_atomically
 
 if TYPE_CHECKING:
     from pytest_startup_guard.report.record import StartupRecord
@@ -41,7 +43,7 @@ def folder_name(nodeid: str, attempt: int) -> str:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=2, default=str) + "\n")
+    write_atomically(path, json.dumps(value, indent=2, default=str) + "\n")
 
 
 def write_failure(
@@ -60,11 +62,12 @@ def write_failure(
     the attempt's ``snapshot``, nothing cut."""
     folder = root / folder_name(nodeid, attempt)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "failure.txt").write_text(
-        f"{nodeid}\nattempt {attempt + 1}, failed in {phase}\nreplay: {replay}\n\n{failure}\n"
+    write_atomically(
+        folder / "failure.txt",
+        f"{nodeid}\nattempt {attempt + 1}, failed in {phase}\nreplay: {replay}\n\n{failure}\n",
     )
     if timeline is not None:
-        (folder / "timeline.txt").write_text(timeline + "\n")
+        write_atomically(folder / "timeline.txt", timeline + "\n")
     _write_json(folder / "races.json", facts["races"])
     _write_json(
         folder / "cache-listing.json",
@@ -91,11 +94,11 @@ def copy_outputs(folder: Path, record: StartupRecord) -> None:
             target = folder / f"fleet-{number}" / f"server-{server.index}.log"
             target.parent.mkdir(exist_ok=True)
             try:
-                shutil.copyfile(server.output_path, target)
+                copy_atomically(server.output_path, target)
             except OSError as error:
-                target.write_text(f"(no output: {error})\n")
+                write_atomically(target, f"(no output: {error})\n")
             for pid, stack in server.stacks.items():
-                (folder / f"stacks-{pid}.txt").write_text(stack)
+                write_atomically(folder / f"stacks-{pid}.txt", stack)
 
 
 def finish(folder: Path, record: StartupRecord) -> None:

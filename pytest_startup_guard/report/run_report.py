@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_startup_guard.report.atomic import write_atomically
 from pytest_startup_guard.report.words import OUTCOMES
+from pytest_startup_guard.wording import printable
 
 if TYPE_CHECKING:
     from pytest_startup_guard.settings.session import GuardSession
@@ -97,6 +99,7 @@ def failure_line(report: pytest.TestReport) -> str:
     line = lines[0]
     if line.endswith(":") and len(lines) > 1:
         line = f"{line} {lines[1]}"
+    line = printable(line)
     return line if len(line) <= 300 else line[:297] + "..."
 
 
@@ -247,21 +250,10 @@ class RunReport:
         }
 
     def write(self, path: Path, document: dict[str, Any]) -> None:
-        """Write atomically: a reader never sees half a report."""
+        """Write atomically (``atomic``): a reader never sees half a report, and a symlink
+        planted at a temporary name is never followed."""
         write_atomically(path, json.dumps(document, indent=2) + "\n")
         self.written = path
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """A temporary file in the same folder, then ``os.replace``: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
 
 
 def _test_document(entry: ReportedTest, session: GuardSession) -> dict[str, Any]:

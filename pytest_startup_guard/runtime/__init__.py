@@ -4,10 +4,13 @@ Owns the ``.pth`` boot hook (``boot``), the child side (``child``: audit hook, s
 stack dumps, access events), the controller in the test process (``controller``), their wire
 protocol (``protocol``), the flag that hides the plugin's own file operations
 (``observation``), the ``startup-guard-probe`` console script (``probe``) and, on the test side,
-starting a process in a session of its own and ending its whole group (``process_group``).
+starting a process in a session of its own and ending its whole group (``process_group``), the run's
+marker in every started process's environment (``run_marker``), telling a process by its start
+time before signalling it (``process_identity``), plan folders that name their owner
+(``plan_folder``) and what processes wrote and reached (``footprint``).
 
 Children import ``boot``, ``child``, ``observation`` and ``protocol`` at interpreter start, so
 those load built-in modules only; keep this file free of imports.
 
-May import: nothing else of the plugin (the root's ``errors`` only).
+May import: nothing else of the plugin (the root's ``errors`` and ``checks`` only).
 """

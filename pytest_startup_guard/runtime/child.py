@@ -1,11 +1,15 @@
 """The child runtime: the part of the plugin that runs inside every Python process of a test.
 
 A process started with ``STARTUP_GUARD_PLAN`` in its environment imports this module from the
-``startup_guard_boot.pth`` line before any user code (``boot``). It then:
+``startup_guard_boot.pth`` line before any user code (``boot``). It first checks that the plan
+is live: its folder is a private folder of this user (not a symlink) and its controller answers
+the hello. A stale plan (its test is over, or the folder is not ours) changes nothing: the
+process runs exactly as without one, after one line on stderr (``plan_refusal``). Under a live
+plan it:
 
-- registers a stack dump of all its threads on ``DUMP_SIGNAL`` into its own file;
 - says hello to the controller in the test process and, if it is a fleet member, waits there
   until the whole fleet is released at once (the start barrier);
+- registers a stack dump of all its threads on ``DUMP_SIGNAL`` into its own file;
 - installs an audit hook that reports every open, listdir and scandir under the watched
   folders and waits for the controller's answer before the access proceeds, so that the test
   side can change the cache exactly then (a synchronous trigger);
@@ -20,7 +24,12 @@ A process started with ``STARTUP_GUARD_PLAN`` in its environment imports this mo
   forked workers end with): the exit status when it knows it and the cause, its first
   uncaught exception (``_watch_exit``);
 - tells the controller the exit code of every child it reaps (``os.waitpid`` and its kin are
-  wrapped): a supervisor's wait is the truth about a worker, also one killed by a signal.
+  wrapped): a supervisor's wait is the truth about a worker, also one killed by a signal;
+- when the controller asks for it (``record_footprint``), reports every file it changes and
+  every address it reaches (``FOOTPRINT_EVENTS``: ``footprint_of``) without waiting for a reply.
+
+A forked child says hello again under its parent's plan; if that plan's controller is gone by
+then, the child quietly undoes what it inherited (``_stand_down``) and runs as without a plan.
 
 The test process uses the same hook for its own accesses (``activate_in_process``), with the
 controller called directly instead of through the socket.
@@ -50,6 +59,7 @@ from pytest_startup_guard.runtime.observation import is_unobserved, set_unobserv
 from pytest_startup_guard.runtime.protocol import (
     ACCESS_EVENTS,
     ANCESTRY_ENV,
+    FOOTPRINT_EVENTS,
     MEMBER_ENV,
     PLAN_ENV,
     FrameReader,
@@ -72,9 +82,18 @@ BIND_EVENT = "socket.bind"
 # (A thread's uncaught exception raises no audit event: ``_thread._excepthook`` is wrapped.)
 EXCEPTHOOK_EVENT = "sys.excepthook"
 _HOOKED_EVENTS = ACCESS_EVENTS | {BIND_EVENT, EXCEPTHOOK_EVENT}
+# What the audit hook looks at first: the footprint events join only where they are reported.
+_hooked_events: frozenset[str] = _HOOKED_EVENTS
 _MAX_BIND_WAIT = 0.05  # seconds: the longest a single "wait" answer may make a bind sleep
 _BYE_WAIT = 0.2  # seconds: the longest an exit waits for another thread's message to go first
 _NOTICE_TIMEOUT = 1.0  # seconds: the longest a message without reply may take to send
+# seconds: the longest a footprint notice waits for another thread's message to go first; past
+# that it goes with the process's next message (``_Client.notify``)
+_FOOTPRINT_WAIT = 0.2
+# The open flags that change a file (an "open" event with none of them is a read).
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# File types of st_mode (the stat module's values, which POSIX fixes), without importing stat.
+_S_IFMT, _S_IFDIR, _S_IFSOCK = 0o170000, 0o040000, 0o140000
 MAX_CAUSE = 500  # characters of a cause ("TypeName: message") sent in a bye
 # The command line of a multiprocessing spawn worker (CPython 3.8-3.14, spawn.get_command_line).
 _SPAWN_MAIN = "from multiprocessing.spawn import spawn_main"
@@ -175,6 +194,7 @@ class _State:
     prefixes: tuple[str, ...] = ()
     sink: AccessSink | None = None
     binds = False  # report socket.bind events (the controller asked for them)
+    footprint = False  # report FOOTPRINT_EVENTS (the controller asked for them)
     member: str | None = None
     ancestry: tuple[int, ...] = ()
     dump_file: IO[str] | None = None
@@ -184,6 +204,8 @@ class _State:
     owner_pid = 0  # the pid the in-process sink belongs to
     failing = False  # an uncaught exception or a failing sys.exit: it exits with a failure
     exit_watched = False  # sys.exit, os._exit, the waits and the exit handler are wrapped
+    # what _watch_exit replaced: (owner, attribute, original, wrapper), for _stand_down
+    wrapped: tuple[tuple[Any, str, Any, Any], ...] = ()
     main_tid = 0  # the thread that runs the program: a sys.exit elsewhere ends only a thread
     exit_status: int | None = None  # the status it is exiting with, where it knows it
     cause: str | None = None  # its first uncaught exception, "TypeName: message"
@@ -196,8 +218,12 @@ _state = _State()
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     # Called for every audited event of the process: the cheapest checks come first.
-    if event not in _HOOKED_EVENTS:
+    if event not in _hooked_events:
         return
+    if _state.footprint and event in FOOTPRINT_EVENTS:
+        _note_footprint(event, args)
+        if event not in _HOOKED_EVENTS:
+            return  # a footprint event only: no access, no bind
     prefixes = _state.prefixes
     if not prefixes or not args:
         _rare_event(event, args)
@@ -321,6 +347,102 @@ def _report_bind(args: tuple[Any, ...]) -> None:
         set_unobserved(False)
 
 
+def _note_footprint(event: str, args: tuple[Any, ...]) -> None:
+    """Tell the controller what this operation changes or reaches, without waiting for a
+    reply: a footprint is recorded, never held."""
+    client = _state.client
+    if client is None or is_unobserved():
+        return
+    set_unobserved(True)
+    try:
+        seen = footprint_of(event, args)
+        if seen is not None:
+            message = {"op": "footprint", "ev": event, "path": seen[0], "source": seen[1]}
+            client.notify(
+                {**message, "pid": os.getpid(), "t": time.monotonic()}, wait=_FOOTPRINT_WAIT
+            )
+    except Exception:  # nothing here may ever break the caller's operation
+        pass
+    finally:
+        set_unobserved(False)
+
+
+def footprint_of(event: str, args: tuple[Any, ...]) -> tuple[str, str | None] | None:
+    """What the audited operation ``event`` (one of ``FOOTPRINT_EVENTS``) changes or reaches:
+    ``(path, source)``, or None for an ``open`` that only reads.
+
+    ``path`` is absolute, its folder resolved (a symlink as the last part is itself the thing
+    changed, except where the operation follows it: a write, ``chmod``, ``truncate``); a file
+    descriptor is named by ``/proc/self/fd`` where there is one (Linux), else ``<fd N>``. For
+    ``socket.connect`` it is ``host:port`` (``[host]:port`` for IPv6) or a Unix socket's path
+    (``@name`` in the abstract namespace); for ``socket.getaddrinfo`` the name looked up.
+    ``source``: for ``os.rename`` the old name (changed too), for ``os.link`` and ``os.symlink``
+    what the new name points at (not changed); else None. Arguments as CPython 3.8+ audits
+    them (``-1``: no ``dir_fd``)."""
+    if event == "open":  # (path, mode, flags)
+        if type(args[0]) is int:
+            return None  # open(fd): a descriptor opened before, nothing new is reached
+        flags = args[2] if len(args) > 2 else None
+        if type(flags) is int:
+            if not flags & _WRITE_FLAGS:
+                return None
+        elif not (type(args[1]) is str and any(c in args[1] for c in "wax+")):
+            return None
+        return _where(args[0], follow=True), None
+    if event == "socket.connect":  # (socket, address)
+        return _address(args[1]), None
+    if event == "socket.getaddrinfo":  # (host, port, family, type, protocol)
+        host = args[0]
+        if host is None:
+            return None
+        return (host.decode("ascii", "replace") if isinstance(host, bytes) else str(host)), None
+    if event == "os.rename":  # (src, dst, src_dir_fd, dst_dir_fd)
+        return _where(args[1], args[3]), _where(args[0], args[2])
+    if event == "os.link":  # (src, dst, src_dir_fd, dst_dir_fd)
+        return _where(args[1], args[3]), _where(args[0], args[2])
+    if event == "os.symlink":  # (src, dst, dir_fd): src is the link's text, as written
+        return _where(args[1], args[2]), os.fsdecode(args[0])
+    if event == "os.truncate":  # (path or descriptor, length)
+        return _where(args[0], follow=True), None
+    # os.mkdir (path, mode, dir_fd), os.chmod (path, mode, dir_fd), os.remove and os.rmdir
+    # (path, dir_fd)
+    return _where(args[0], args[-1], follow=event == "os.chmod"), None
+
+
+def _where(path: Any, dir_fd: Any = -1, follow: bool = False) -> str:
+    """The absolute path an operation on ``path`` (relative to ``dir_fd``) reaches."""
+    if type(path) is int:
+        return _descriptor_path(path)
+    text: str = os.fsdecode(path)
+    if not text.startswith("/"):
+        base = _descriptor_path(dir_fd) if type(dir_fd) is int and dir_fd >= 0 else os.getcwd()
+        text = f"{base}/{text}"
+    head, _, last = text.rpartition("/")
+    if follow or last in ("", ".", ".."):
+        return os.path.realpath(text)
+    return os.path.join(os.path.realpath(head or "/"), last)
+
+
+def _descriptor_path(descriptor: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{descriptor}")
+    except OSError:
+        return f"<fd {descriptor}>"
+
+
+def _address(address: Any) -> str:
+    """``host:port``, ``[host]:port``, a Unix socket's absolute path, or ``@name``."""
+    if type(address) is tuple and len(address) >= 2:
+        host = address[0]
+        if isinstance(host, bytes):
+            host = host.decode("ascii", "replace")
+        return f"[{host}]:{address[1]}" if ":" in str(host) else f"{host}:{address[1]}"
+    if isinstance(address, (str, bytes)):
+        text = os.fsdecode(address)
+        return "@" + text[1:] if text.startswith("\0") else _where(text)
+    return repr(address)
+
+
 def _install_hook() -> None:
     if not _state.hook_installed:
         sys.addaudithook(_audit)  # cannot be removed: it stays, and costs a set lookup when idle
@@ -330,56 +452,127 @@ def _install_hook() -> None:
         _state.fork_handler_installed = True
 
 
-def _register_dump(plan: dict[str, Any]) -> None:
-    dumps = plan.get("dumps")
-    if not dumps:
-        return
-    path = os.path.join(dumps, f"{os.getpid()}.txt")
-    try:
-        dump_file = open(path, "w")  # noqa: SIM115 - faulthandler keeps writing to it
-        faulthandler.register(DUMP_SIGNAL, file=dump_file, all_threads=True, chain=False)
-    except (OSError, ValueError, RuntimeError):
-        return
-    old, _state.dump_file, _state.dump_path = _state.dump_file, dump_file, path
-    if old is not None:
+def plan_refusal(plan: dict[str, Any]) -> str | None:
+    """Why this process must not follow ``plan``, or None when it may.
+
+    A controller makes its plan's folder private (``mkdtemp``: mode 0700) and puts its socket
+    there. A folder that is gone, a symlink, another user's or open to other users is not a
+    live plan of ours: at best the leftover of a test that is over, at worst a plan someone
+    else planted to be told what this process opens. ``os.lstat`` only: no symlink is
+    followed, no audit event raised."""
+    socket_path = plan.get("socket")
+    if type(socket_path) is not str or not socket_path.startswith("/"):
+        return f"its socket {socket_path!r} is not an absolute path"
+    folder = socket_path.rpartition("/")[0] or "/"
+    for path, kind, file_type in ((folder, "folder", _S_IFDIR), (socket_path, "socket", _S_IFSOCK)):
         try:
-            old.close()
-        except OSError:
-            pass
+            info = os.lstat(path)
+        except OSError as error:
+            return f"its {kind} {path} is gone ({error.strerror})"
+        if info.st_mode & _S_IFMT != file_type:
+            return f"its {kind} {path} is not a {kind} (a symlink, or another kind of file)"
+        if info.st_uid != os.geteuid():
+            return (
+                f"its {kind} {path} belongs to uid {info.st_uid}, not to this user ({os.geteuid()})"
+            )
+        if kind == "folder" and info.st_mode & 0o077:
+            mode = oct(info.st_mode & 0o777)
+            return f"its folder {folder} is open to other users (mode {mode}; a plan's is 0o700)"
+    dumps = plan.get("dumps")
+    if dumps is not None and (type(dumps) is not str or dumps.rpartition("/")[0] != folder):
+        return f"its dumps folder {dumps!r} is not in its folder {folder}"
+    return None
 
 
-def _hello(forked: bool) -> None:
-    plan = _state.plan
-    if plan is None:
-        return
+def _join(
+    plan: dict[str, Any], member: str | None, ancestry: tuple[int, ...], forked: bool
+) -> str | None:
+    """Say hello under ``plan`` and, once the controller answered, take it on: the state, the
+    stack dump, the ancestry in the environment, the start barrier. Returns None then, or why
+    the plan is not live, having changed nothing of this process."""
+    why_not = plan_refusal(plan)
+    if why_not is not None:
+        return why_not
     try:
-        _state.client = _Client(plan)
-    except OSError:
-        _state.client = None
-        return
-    reply = _state.client.request(
+        client = _Client(plan)
+    except OSError as error:
+        return f"nothing answers at {plan['socket']} ({type(error).__name__})"
+    dump = _open_dump(plan)  # in the plan's own private folder: told in the hello
+    reply = client.request(
         {
             "op": "hello",
             "pid": os.getpid(),
             "ppid": os.getppid(),
-            "member": _state.member,
-            "ancestry": list(_state.ancestry),
+            "member": member,
+            "ancestry": list(ancestry),
             "argv": list(getattr(sys, "orig_argv", sys.argv)),
-            "dump": _state.dump_path,
+            "dump": dump[1] if dump is not None else None,
             "forked": forked,
             "t": time.monotonic(),
         },
         timeout=float(plan.get("barrier_timeout", 30.0)) + 5.0,
     )
     if reply is None:
-        return
+        client.close()
+        if dump is not None:
+            _discard_dump(*dump)
+        return f"the controller at {plan['socket']} did not answer"
+    _state.plan, _state.client, _state.member = plan, client, member
+    _set_ancestry(ancestry)
+    if dump is not None:
+        _arm_dump(*dump)
     _state.prefixes = tuple(reply.get("watch", ()))
     _state.binds = bool(reply.get("binds"))
+    _set_footprint(bool(reply.get("footprint")))
     _state.sink = _client_sink
     fifo = reply.get("barrier")
     if fifo:
         released_at = _wait_at_barrier(fifo, float(plan.get("barrier_timeout", 30.0)))
-        _state.client.request({"op": "released", "t": released_at, "noreply": True})
+        client.request({"op": "released", "t": released_at, "noreply": True})
+    return None
+
+
+def _open_dump(plan: dict[str, Any]) -> tuple[IO[str], str] | None:
+    """This process's stack dump file in the plan's folder, or None (no dumps, or no file)."""
+    dumps = plan.get("dumps")
+    if not dumps:
+        return None
+    path = os.path.join(dumps, f"{os.getpid()}.txt")
+    try:
+        return open(path, "w"), path  # faulthandler keeps writing to it: never closed here
+    except OSError:
+        return None
+
+
+def _arm_dump(dump_file: IO[str], path: str) -> None:
+    """Dump every thread's stack into ``dump_file`` on ``DUMP_SIGNAL`` (``dump_stacks``)."""
+    try:
+        faulthandler.register(DUMP_SIGNAL, file=dump_file, all_threads=True, chain=False)
+    except (OSError, ValueError, RuntimeError):
+        _discard_dump(dump_file, path)
+        return
+    old, _state.dump_file, _state.dump_path = _state.dump_file, dump_file, path
+    if old is not None:  # the parent's, in a forked child
+        try:
+            old.close()
+        except OSError:
+            pass
+
+
+def _discard_dump(dump_file: IO[str], path: str) -> None:
+    try:
+        dump_file.close()
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _set_footprint(on: bool) -> None:
+    """Report ``FOOTPRINT_EVENTS`` from now on, or stop: the hook's first check grows only
+    where they are reported."""
+    global _hooked_events
+    _state.footprint = on
+    _hooked_events = _HOOKED_EVENTS | FOOTPRINT_EVENTS if on else _HOOKED_EVENTS
 
 
 def _wait_at_barrier(fifo: str, timeout: float) -> float:
@@ -413,31 +606,56 @@ def _wait_at_barrier(fifo: str, timeout: float) -> float:
 
 def _after_fork() -> None:
     """A forked child is a new process under test: new identity, connection and dump file,
-    and an exit of its own (no status, cause or bye yet)."""
+    and an exit of its own (no status, cause or bye yet). If its parent's controller is gone by
+    now, it runs as without a plan, quietly: one line per fork would flood a pre-forking
+    server's output."""
     set_unobserved(False)
     inherited = _state.client
     _state.client = None
     if inherited is not None:
         inherited.sock = None  # the parent's connection: leave it to the parent
     _state.prefixes, _state.sink, _state.binds = (), None, False
+    _set_footprint(False)
     _state.main_tid, _state.said_bye = _thread.get_ident(), False
     _state.exit_status, _state.cause, _state.failing = None, None, False
-    if _state.plan is None:
+    plan, member, of_the_test = _state.plan, _state.member, False
+    if plan is None:
         if _state.owner_pid == 0:
             return  # nothing was active in the parent
         # A fork of the test process reports through the socket, like any other child.
-        _state.owner_pid = 0
+        _state.owner_pid, of_the_test = 0, True
         plan = _load_plan(os.environ.get(PLAN_ENV))
         if plan is None:
             return
-        _state.plan = plan
-        _state.member = os.environ.get(MEMBER_ENV)
+        member = os.environ.get(MEMBER_ENV)
+    if _join(plan, member, (*_state.ancestry, os.getppid()), forked=True) is not None:
+        _stand_down()
+        return
+    if of_the_test:
         _watch_exit()
-    _set_ancestry((*_state.ancestry, os.getppid()))
-    _register_dump(_state.plan)
-    _hello(forked=True)
     if "multiprocessing.process" in sys.modules:  # a fork worker's bootstrap comes next
         _watch_multiprocessing()
+
+
+def _stand_down() -> None:
+    """Undo what this forked child inherited of a plan whose controller is gone: the stack
+    dump's signal handler, the wrapped exit and waits, multiprocessing's wrapped bootstrap.
+    (The audit hook cannot be removed: it stays, with nothing to report to, at the cost of a
+    set lookup per event.)"""
+    _state.plan, _state.member, _state.ancestry = None, None, ()
+    _state.spawned_worker = False
+    base = getattr(sys.modules.get("multiprocessing.process"), "BaseProcess", None)
+    bootstrap = getattr(base, "_bootstrap", None)
+    if getattr(bootstrap, "startup_guard", False):
+        base._bootstrap = bootstrap.__wrapped__  # type: ignore[union-attr]
+    if _state.dump_file is not None:
+        faulthandler.unregister(DUMP_SIGNAL)
+        try:
+            _state.dump_file.close()  # this process's copy of the parent's descriptor
+        except OSError:
+            pass
+        _state.dump_file, _state.dump_path = None, None
+    _unwatch_exit()
 
 
 def _set_ancestry(ancestors: tuple[int, ...]) -> None:
@@ -465,7 +683,10 @@ def _is_spawned_worker() -> bool:
 
 
 def boot() -> None:
-    """Entry point of a child process with a plan (called from the .pth line via ``_boot``)."""
+    """Entry point of a child process with a plan (called from the .pth line via ``boot.py``).
+
+    A plan that is not live (``plan_refusal``, or a controller that does not answer) is
+    ignored with one line on stderr: nothing is installed, wrapped or registered."""
     if _state.plan is not None:
         return
     if _is_multiprocessing_helper():
@@ -473,12 +694,14 @@ def boot() -> None:
     plan = _load_plan(os.environ.get(PLAN_ENV))
     if plan is None:
         return
-    _state.plan = plan
-    _state.member = os.environ.get(MEMBER_ENV)
     inherited = os.environ.get(ANCESTRY_ENV, "")
-    _set_ancestry(tuple(int(pid) for pid in inherited.split(",") if pid.isdigit()))
-    _register_dump(plan)
-    _hello(forked=False)
+    ancestry = tuple(int(pid) for pid in inherited.split(",") if pid.isdigit())
+    why_not = _join(plan, os.environ.get(MEMBER_ENV), ancestry, forked=False)
+    if why_not is not None:
+        sys.stderr.write(
+            f"startup-guard: ignoring {PLAN_ENV}, running without the child runtime: {why_not}\n"
+        )
+        return
     _state.spawned_worker = _is_spawned_worker()
     _install_hook()
     _watch_exit()
@@ -502,6 +725,7 @@ def _watch_exit() -> None:
     if _state.exit_watched:
         return
     _state.exit_watched = True
+    _state.wrapped = ()
     _state.main_tid = _thread.get_ident()
     original_exit = sys.exit
 
@@ -513,7 +737,7 @@ def _watch_exit() -> None:
         original_exit(status)
 
     exit.__doc__ = original_exit.__doc__
-    sys.exit = exit
+    _wrap(sys, "exit", exit)
 
     original_os_exit = os._exit
 
@@ -523,18 +747,39 @@ def _watch_exit() -> None:
         original_os_exit(status)
 
     _exit.__doc__ = original_os_exit.__doc__
-    os._exit = _exit
+    _wrap(os, "_exit", _exit)
     for name in ("waitpid", "wait", "wait3", "wait4"):
         wait = getattr(os, name, None)
         if wait is not None:
-            setattr(os, name, _reporting(wait))
+            _wrap(os, name, _reporting(wait))
     waitid = getattr(os, "waitid", None)
     if waitid is not None:
-        os.waitid = _reporting_waitid(waitid)
+        _wrap(os, "waitid", _reporting_waitid(waitid))
     thread_hook = getattr(_thread, "_excepthook", None)
     if thread_hook is not None:
-        _thread._excepthook = _noting_thread_failures(thread_hook)
+        _wrap(_thread, "_excepthook", _noting_thread_failures(thread_hook))
     atexit.register(_at_exit)
+
+
+def _wrap(owner: Any, name: str, wrapper: Any) -> None:
+    _state.wrapped += ((owner, name, getattr(owner, name), wrapper),)
+    setattr(owner, name, wrapper)
+
+
+def _unwatch_exit() -> None:
+    """Put back what ``_watch_exit`` wrapped, where the program has not replaced it since
+    (``threading.excepthook`` too: a copy of ``_thread._excepthook`` once threading loaded)."""
+    if not _state.exit_watched:
+        return
+    _state.exit_watched = False
+    threading = sys.modules.get("threading")
+    for owner, name, original, wrapper in reversed(_state.wrapped):
+        if getattr(owner, name, None) is wrapper:
+            setattr(owner, name, original)
+        if name == "_excepthook" and getattr(threading, "excepthook", None) is wrapper:
+            threading.excepthook = original  # type: ignore[union-attr]
+    _state.wrapped = ()
+    atexit.unregister(_at_exit)
 
 
 def exit_status_of(status: Any) -> int:
@@ -658,6 +903,7 @@ def _watch_multiprocessing() -> None:
         return bootstrap(self, *args, **kwargs)
 
     _bootstrap.startup_guard = True  # type: ignore[attr-defined]
+    _bootstrap.__wrapped__ = bootstrap  # type: ignore[attr-defined]  # for _stand_down
     _bootstrap.__doc__ = bootstrap.__doc__
     base._bootstrap = _bootstrap
 
@@ -701,4 +947,13 @@ def identity() -> dict[str, Any]:
         "member": _state.member,
         "ancestry": list(_state.ancestry),
         "watching": list(_state.prefixes),
+        "installed": [
+            name
+            for name, done in (
+                ("audit hook", _state.hook_installed),
+                ("exit watch", _state.exit_watched),
+                ("stack dump", _state.dump_file is not None),
+            )
+            if done
+        ],
     }

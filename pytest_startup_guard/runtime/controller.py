@@ -12,6 +12,10 @@ Once ``report_binds`` was called, processes that say hello from then on also rep
 of seconds to wait, and the child asks again after that long (the controller's thread is
 never blocked by it).
 
+Once ``record_footprint`` was called, processes that say hello from then on also report,
+without waiting, every file they change and every address they reach (``footprint``: a
+``FootprintEvent`` per operation, see ``footprint``).
+
 How each process ended is told twice: by the process itself (``bye``: its exit status when it
 knows it, and the cause, its first uncaught exception) and by its Python parent when that
 reaps it (``reaped``: the exit code, negative for a signal, as ``Popen.returncode``), which is
@@ -27,7 +31,6 @@ import select
 import selectors
 import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -35,7 +38,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_startup_guard.checks import path as checked_path
+from pytest_startup_guard.checks import text as checked_text
+from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.runtime import child as childruntime
+from pytest_startup_guard.runtime.footprint import FootprintEvent
+from pytest_startup_guard.runtime.plan_folder import make_plan_folder
+from pytest_startup_guard.runtime.process_identity import (
+    peer_credentials,
+    signal_process,
+    start_time,
+)
 from pytest_startup_guard.runtime.protocol import (
     MEMBER_ENV,
     PLAN_ENV,
@@ -75,6 +88,10 @@ class ProcessRecord:
     reaped_t: float | None = None  # its parent reaped it
     ended_t: float | None = None  # the earliest of bye_t, reaped_t and gone_t (not an exec)
     exec_t: float | None = None  # it exec'd: the hello of the program that replaced it
+    # When it started (process_identity.start_time), read at its hello: a signal goes to ``pid``
+    # only while the pid still has this start time. None: it was gone before it could be read.
+    started: int | None = None
+    claimed_pid: int | None = None  # the pid its hello named, where the kernel's differs
 
     @property
     def member_index(self) -> int | None:
@@ -174,6 +191,7 @@ class _Connection:
     sock: socket.socket
     reader: FrameReader
     pid: int | None = None
+    peer_pid: int | None = None  # who connected, from the kernel (None: not told on this system)
     record: ProcessRecord | None = None  # of its hello: an exec'd pid has a newer one
     handling: int = 0  # messages read off its socket and not handled yet (``in_flight``)
 
@@ -251,6 +269,9 @@ class RuntimeController:
         self.history: list[ProcessRecord] = []  # every hello, also of pids seen twice (exec)
         self.accesses: list[AccessEvent] = []
         self.binds: list[AccessEvent] = []  # socket.bind events, once report_binds() was called
+        # What processes changed and reached, once record_footprint() was called.
+        self.footprint: list[FootprintEvent] = []
+        self._record_footprint = False
         # Children reaped by a Python parent that never said hello: pid -> (exit code, t).
         self.reaped: dict[int, tuple[int, float]] = {}
         self.errors: list[str] = []
@@ -275,11 +296,9 @@ class RuntimeController:
     # -- life cycle ----------------------------------------------------------------------
 
     def start(self) -> RuntimeController:
-        # AF_UNIX paths are short (104-108 bytes): a private folder straight in the temp dir.
-        base = tempfile.gettempdir()
-        if len(base) > 60:
-            base = "/tmp"
-        self._folder = Path(tempfile.mkdtemp(prefix="sg-", dir=base))
+        # A private folder straight in a short temp dir (a Unix socket's path is short), with
+        # an owner file: a later run removes it should this process and its reaper both die.
+        self._folder = make_plan_folder()
         (self._folder / "dumps").mkdir()
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(str(self._folder / "ctl.sock"))
@@ -352,7 +371,7 @@ class RuntimeController:
 
     def watch(self, folder: str | os.PathLike[str]) -> None:
         """Report accesses under ``folder`` (as given and resolved) from now on."""
-        given = os.path.abspath(folder)
+        given = os.path.abspath(checked_path("folder", folder, "child_runtime.watch()"))
         with self._lock:
             for path in {given, os.path.realpath(given)}:
                 prefix = path.rstrip(os.sep) + os.sep
@@ -397,6 +416,13 @@ class RuntimeController:
                 for known in self._listeners
                 if not (isinstance(known, _AccessCallback) and known.callback == listener)
             ]
+
+    def record_footprint(self) -> None:
+        """Processes that say hello from now on report their footprint: every file they write,
+        create, rename, remove, link or chmod and every address they connect to or look up,
+        without waiting (``footprint``: ``FootprintEvent``). Runs that never ask pay nothing."""
+        with self._lock:
+            self._record_footprint = True
 
     def report_binds(self) -> None:
         """Processes that say hello from now on report their binds of internet addresses."""
@@ -444,6 +470,9 @@ class RuntimeController:
     def expect(self, pid: int, label: str) -> None:
         """Say that ``pid`` runs Python with this plan: ``unreached_expected`` reports it if it
         never says hello (its interpreter lacks the plugin, or runs with ``-S``)."""
+        where = "child_runtime.expect()"
+        pid = whole_number("pid", pid, where, minimum=1)
+        label = checked_text("label", label, where, meaning="a name for the process")
         with self._lock:
             self._expected[pid] = label
 
@@ -524,9 +553,8 @@ class RuntimeController:
             return None
         path = Path(record.dump_path)
         before = path.stat().st_size if path.exists() else 0
-        try:
-            os.kill(pid, childruntime.DUMP_SIGNAL)
-        except OSError:
+        # Only the process that said hello: a pid reused since then is left alone.
+        if not signal_process(pid, record.started, childruntime.DUMP_SIGNAL):
             return None
         deadline = time.monotonic() + timeout
         last_size = -1
@@ -550,6 +578,8 @@ class RuntimeController:
         reply: dict[str, Any] = {"ok": 1, "watch": list(self._watched)}
         if self._report_binds:
             reply["binds"] = 1
+        if self._record_footprint:
+            reply["footprint"] = 1
         if barrier is not None:
             reply["barrier"] = barrier.fifo
         return encode(reply)
@@ -576,9 +606,17 @@ class RuntimeController:
                 sock, _ = self._server.accept()
             except (BlockingIOError, OSError):
                 return
+            # Who connected, as the kernel saw it at connect(): only our own user's processes
+            # are served (the folder is private: only root could come in besides).
+            credentials = peer_credentials(sock)
+            if credentials is not None and credentials[1] != os.geteuid():
+                sock.close()
+                continue
             sock.setblocking(True)
             sock.settimeout(5.0)  # replies are tiny; a child that stops reading is dropped
             connection = _Connection(sock, FrameReader())
+            if credentials is not None:
+                connection.peer_pid = credentials[0]
             with self._lock:
                 self._connections.add(connection)
             self._selector.register(sock, selectors.EVENT_READ, connection)
@@ -662,11 +700,18 @@ class RuntimeController:
             self._bye(connection, message)
         elif op == "reaped":  # a notice: no reply
             self._reaped(message)
+        elif op == "footprint":  # a notice: no reply
+            footprint = FootprintEvent.from_message(message)
+            with self._lock:
+                self.footprint.append(footprint)
         else:
             raise ValueError(f"unknown message {op!r}")
 
     def _hello(self, connection: _Connection, message: dict[str, Any]) -> None:
-        pid = int(message["pid"])
+        claimed = int(message["pid"])
+        # The kernel's pid of the connecting process, not the one it says, where the kernel
+        # tells (Linux: SO_PEERCRED; elsewhere the claimed one, in a folder only we can enter).
+        pid = connection.peer_pid if connection.peer_pid is not None else claimed
         member = message.get("member")
         record = ProcessRecord(
             pid=pid,
@@ -677,6 +722,8 @@ class RuntimeController:
             hello_t=float(message.get("t", time.monotonic())),
             forked=bool(message.get("forked")),
             dump_path=message.get("dump"),
+            started=start_time(pid),
+            claimed_pid=claimed if claimed != pid else None,
         )
         connection.pid = pid
         connection.record = record

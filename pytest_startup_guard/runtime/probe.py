@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -45,10 +46,17 @@ def pointer_loop(ref: str, pointer: str, restore: str, iterations: int) -> list[
 
 
 def _write_result(out: str, seen: list[list[bool]]) -> None:
+    """Whole or not at all, through a file created exclusively next to ``out`` (a predictable
+    ``out.tmp`` could be a planted symlink)."""
     result: dict[str, Any] = {"identity": childruntime.identity(), "seen": seen}
-    with open(out + ".tmp", "w") as handle:
-        json.dump(result, handle)
-    os.replace(out + ".tmp", out)
+    descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(out)))
+    try:
+        with os.fdopen(descriptor, "w") as handle:
+            json.dump(result, handle)
+        os.replace(temporary, out)
+    except BaseException:
+        os.unlink(temporary)
+        raise
 
 
 def _run_loop(ref: str, pointer: str, restore: str, iterations: int, out: str) -> None:

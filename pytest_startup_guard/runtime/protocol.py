@@ -13,6 +13,10 @@ access (open a race window): that wait is what makes a trigger deterministic. No
   the process exits;
 - ``reaped``: ``pid`` (a child), ``code`` (``os.waitstatus_to_exitcode``: negative for a
   signal), ``t`` and ``by`` (the reaping parent): sent by a parent when its wait reaped a child.
+- ``footprint``: ``pid``, ``t``, ``ev`` (one of ``FOOTPRINT_EVENTS``), ``path`` (the path it
+  changes, or the address it reaches) and ``source`` (``os.rename``: the old name; ``os.link``,
+  ``os.symlink``: what the new name points at; else None): sent before the operation, only by a
+  process whose hello reply said ``footprint`` (``RuntimeController.record_footprint``).
 
 Children import this at boot, before any user code: it uses built-in modules only (``marshal``,
 ``_socket``), no json, socket or typing, which would cost tens of milliseconds per process.
@@ -29,12 +33,33 @@ if TYPE_CHECKING:
 PLAN_ENV = "STARTUP_GUARD_PLAN"  # hex of a marshalled dict: socket, dumps, timeouts
 MEMBER_ENV = "STARTUP_GUARD_MEMBER"  # "<group>:<index>" for fleet members and their descendants
 ANCESTRY_ENV = "STARTUP_GUARD_ANCESTRY"  # comma-separated pids of the Python ancestors under test
+# "<run id>:<tree id>" in every process the plugin starts, and so in all they start (run_marker)
+RUN_ENV = "STARTUP_GUARD_RUN"
 PROTOCOL_VERSION = 3  # 3: bye and reaped
 _MARSHAL_VERSION = 4  # stable for plain values across CPython 3.x
 
 # The audit events that count as an access of the cache. Stat-like calls (os.stat, os.lstat,
 # os.path.exists, os.access, os.readlink) raise no audit event at all (CPython 3.11).
 ACCESS_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
+
+# The audit events of a process's footprint: what it changes on disk (an "open" counts only
+# with a flag that writes) and what it reaches on the network. Hooked only in a process asked
+# to report them, so that other runs pay nothing for them.
+FOOTPRINT_EVENTS = frozenset(
+    {
+        "open",
+        "os.rename",  # also os.replace
+        "os.mkdir",
+        "os.remove",  # also os.unlink
+        "os.rmdir",
+        "os.symlink",
+        "os.link",
+        "os.truncate",  # also os.ftruncate
+        "os.chmod",  # also os.fchmod, os.lchmod
+        "socket.connect",
+        "socket.getaddrinfo",  # a name looked up: the DNS query is not a connect of this process
+    }
+)
 
 
 def encode(message: dict[str, Any]) -> bytes:
