@@ -17,6 +17,22 @@ class InvalidArgumentError(StartupGuardError, ValueError):
     """An argument of the public API that is not what it should be (its message names it)."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type (a str where a list is meant, a name where an object is).
+
+    Also a ``TypeError``: code that caught the ``TypeError`` such a mistake raised before keeps
+    catching it."""
+
+
+class NotInCacheError(StartupGuardError, KeyError):
+    """A repo, revision or file that a fake hub cache does not hold (its message says what it
+    holds). Also a ``KeyError``, which such a lookup raised before."""
+
+    def __str__(self) -> str:
+        # KeyError's own str() is the repr of its argument: the message in quotes.
+        return str(self.args[0]) if self.args else ""
+
+
 class UnknownNameError(StartupGuardError, ValueError):
     """A race, corruption, target or readiness name that is not in its catalog."""
 

@@ -7,13 +7,16 @@ library and pytest only; everything heavy is imported inside the fixture or hook
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import timeouts
 from pytest_startup_guard.report.record import STARTUP_TEST_FIXTURES, is_startup_test
 from pytest_startup_guard.settings import options
@@ -149,6 +152,37 @@ def pytest_collection_modifyitems(
     apply_no_rerun_marks(config, items, get_session(config).allow_reruns)
 
 
+@pytest.hookimpl(tryfirst=True)  # an xdist worker tells its ids in this hook: before that
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """``--startup-guard-explore-point`` in a run where no collected test can explore is an
+    error, not a replay silently ignored (after ``-k``/``-m`` deselection: ``session.items``)."""
+    point = get_session(session.config).explore_point
+    if point is None:
+        return
+    from pytest_startup_guard.races.exploration import unexplored_point_message
+
+    if any(_may_explore(item) for item in session.items):
+        return
+    setting = get_session(session.config).settings["explore_point"]
+    message = unexplored_point_message(setting.source, str(point), len(session.items))
+    if not hasattr(session.config, "workerinput"):
+        raise pytest.UsageError(message)
+    # An xdist worker: a UsageError here would crash it; a collection error reaches the
+    # controller, which stops the run before any test and shows the message.
+    report = pytest.CollectReport(session.nodeid, "failed", longrepr=message, result=[])
+    session.ihook.pytest_collectreport(report=report)
+    session.items.clear()
+
+
+def _may_explore(item: pytest.Item) -> bool:
+    """Whether a collected test may explore access points (``races.exploration.may_explore``)."""
+    from pytest_startup_guard.races.exploration import may_explore
+
+    marker = item.get_closest_marker("startup_races")
+    kwargs = dict(marker.kwargs) if marker is not None else None
+    return may_explore(kwargs, getattr(item, "fixturenames", ()))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     """``--startup-guard-stress=N``: start-up tests run N rounds (verdicts/stress.py); others,
@@ -161,6 +195,34 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
     run_rounds(item, nextitem, session, rounds, _undecided)
     return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """An error the plugin raises on purpose (``StartupGuardError``: a misuse, named with what
+    is accepted) is shown at the test's own call: the plugin's frames are left out of its
+    traceback, as they say nothing its message does not (``--fulltrace`` keeps them)."""
+    try:
+        return (yield)
+    except StartupGuardError as error:
+        if not item.config.getoption("fulltrace", False):
+            # The same error raised again: its cause and context stay as they were.
+            raise error.with_traceback(_without_own_frames(error.__traceback__))  # noqa: B904
+        raise
+
+
+def _without_own_frames(traceback: TracebackType | None) -> TracebackType | None:
+    """``traceback`` without the frames of this package's modules."""
+    own = str(Path(__file__).resolve().parent) + os.sep
+    kept = []
+    while traceback is not None:
+        if not str(Path(traceback.tb_frame.f_code.co_filename).resolve()).startswith(own):
+            kept.append(traceback)
+        traceback = traceback.tb_next
+    pruned = None
+    for entry in reversed(kept):
+        pruned = TracebackType(pruned, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return pruned
 
 
 def _undecided(item: pytest.Item) -> bool:
@@ -304,18 +366,26 @@ REAPER_KEY = pytest.StashKey["Reaper"]()
 
 def _reaper(config: pytest.Config) -> Reaper:
     """This pytest process's reaper; its process starts with the first registration (the first
-    ``child_runtime``, for its plan folder) and ends at ``pytest_unconfigure``."""
+    ``child_runtime``, for its plan folder) or the first process the plugin starts, and ends at
+    ``pytest_unconfigure``. It is the run's keeper: the import-race probe and the start-method
+    checks, which cannot import the fleet, find it through ``run_marker.current_keeper``."""
     from pytest_startup_guard.fleet.reaper import Reaper
+    from pytest_startup_guard.runtime.run_marker import push_keeper
 
     if REAPER_KEY not in config.stash:
-        config.stash[REAPER_KEY] = Reaper()
+        reaper = Reaper()
+        config.stash[REAPER_KEY] = reaper
+        push_keeper(reaper)
     return config.stash[REAPER_KEY]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     reaper = config.stash.get(REAPER_KEY, None)
     if reaper is not None:
+        from pytest_startup_guard.runtime.run_marker import pop_keeper
+
         reaper.close()
+        pop_keeper(reaper)  # a pytest run in this process (pytester) gives the outer one's back
 
 
 def _run_shared_temp(config: pytest.Config, factory: pytest.TempPathFactory) -> Path:
@@ -388,18 +458,42 @@ def _explore_settings(request: pytest.FixtureRequest) -> ExploreSettings:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """``@pytest.mark.startup_races(...)``: one case per race and per corruption."""
-    marker = metafunc.definition.get_closest_marker("startup_races")
-    if marker is None:
+    """``@pytest.mark.startup_races(...)``: one case per race and per corruption.
+
+    A bad marker is a collection error of its test that says what is wrong, without a
+    traceback of the plugin (``Collector.CollectError`` is shown as its message alone)."""
+    found = list(metafunc.definition.iter_markers_with_node("startup_races"))
+    if not found:
         return
-    from pytest_startup_guard.verdicts.cases import cases_from_marker
+    from pytest_startup_guard.verdicts.cases import GivenMarker, cases_from_marker, the_one_marker
 
     where = f"@pytest.mark.startup_races of {metafunc.definition.nodeid}"
-    if "startup_case" not in metafunc.fixturenames:
-        raise pytest.UsageError(f"{where} needs the startup_case fixture in the test's arguments")
-    register_hooked_races(metafunc.config)
-    cases = cases_from_marker(marker.args, dict(marker.kwargs), where)
+    given = [
+        GivenMarker(_marker_place(node, metafunc.definition), mark.args, dict(mark.kwargs))
+        for node, mark in found
+    ]
+    try:
+        marker = the_one_marker(given, metafunc.definition.nodeid)
+        if "startup_case" not in metafunc.fixturenames:
+            raise StartupGuardError(
+                f"{where} needs the startup_case fixture in the test's arguments"
+            )
+        register_hooked_races(metafunc.config)
+        cases = cases_from_marker(marker.args, marker.kwargs, where)
+    except StartupGuardError as error:
+        raise pytest.Collector.CollectError(str(error)) from None
     metafunc.parametrize("startup_case", cases, ids=[case.id for case in cases], indirect=True)
+
+
+def _marker_place(node: object, test: pytest.Item) -> str:
+    """Where a marker of ``test`` was written (``node``: the test or a collector above it)."""
+    if node is test:
+        return "on the function"
+    if isinstance(node, pytest.Class):
+        return f"on class {node.name}"
+    if isinstance(node, pytest.Module):
+        return f"on module {node.name}"
+    return f"on {getattr(node, 'nodeid', '') or getattr(node, 'name', 'a collector')}"
 
 
 @pytest.fixture
@@ -460,6 +554,7 @@ def import_race(request: pytest.FixtureRequest) -> ImportRaceProbe:
     """
     from pytest_startup_guard.imports.probe import ImportRaceProbe
 
+    _reaper(request.config)  # the run's keeper: its interpreters end also if pytest dies
     return ImportRaceProbe(pythonpath=[request.path.parent])
 
 
@@ -469,6 +564,7 @@ def start_methods(request: pytest.FixtureRequest) -> StartMethodChecker:
     ``.env_choices(startup, variable, allowed)`` for a variable's documented values."""
     from pytest_startup_guard.imports.startmethods import StartMethodChecker
 
+    _reaper(request.config)  # the run's keeper: its start-ups end also if pytest dies
     return StartMethodChecker(pythonpath=[request.path.parent])
 
 

@@ -89,6 +89,7 @@ def test_the_html_report_shows_each_start_up_as_a_timeline_under_xdist(
     chromium: str, guard_pytester: pytest.Pytester
 ) -> None:
     guard_pytester.makepyfile(test_views=VIEWS_TEST)
+    guard_pytester.mkdir("out")  # the plugin creates no folder for a report
     page = guard_pytester.path / "out" / "report.html"
     result = guard_pytester.runpytest_subprocess(
         "-p", "startup_guard", "-p", "xdist", "-n", "2",
@@ -262,6 +263,7 @@ def test_a_worker_that_died_under_a_ready_server_ends_its_row_with_a_red_mark(
     its exit code and its cause, read back as text."""
     from test_report import WORKER_CAUSE, run_workers_fleet
 
+    guard_pytester.mkdir("out")
     result = run_workers_fleet(guard_pytester, "--startup-guard-html=out/report.html")
     result.assert_outcomes(failed=1)
     marks = facts(guard_pytester.path / "out" / "report.html", WORKERS_PROBE)

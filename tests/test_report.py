@@ -183,15 +183,31 @@ def test_json_report_validates_under_xdist_and_holds_every_start_up_test(
 
 
 @pytest.mark.parametrize("option", ["--startup-guard-report", "--startup-guard-html"])
-def test_a_report_that_cannot_be_written_fails_the_run(
+def test_a_report_path_that_cannot_be_written_stops_the_run_before_any_test(
     guard_pytester: pytest.Pytester, option: str
 ) -> None:
     guard_pytester.makepyfile("def test_races(hub_race):\n    pass\n")
     (guard_pytester.path / "a-file").write_text("")
     result = guard_pytester.runpytest_subprocess("-p", "startup_guard", f"{option}=a-file/report")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "passed" not in result.stdout.str()  # no test ran
+    result.stderr.fnmatch_lines(
+        [f"*invalid {option} 'a-file/report'*a-file is a file, not a folder*"]
+    )
+
+
+@pytest.mark.parametrize("option", ["--startup-guard-report", "--startup-guard-html"])
+def test_a_report_whose_folder_goes_away_during_the_run_fails_the_run(
+    guard_pytester: pytest.Pytester, option: str
+) -> None:
+    guard_pytester.mkdir("out")
+    guard_pytester.makepyfile(
+        "import shutil\n\ndef test_races(hub_race):\n    shutil.rmtree('out')\n"
+    )
+    result = guard_pytester.runpytest_subprocess("-p", "startup_guard", f"{option}=out/report")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
-    result.stdout.fnmatch_lines(["could not write the report: *a-file/report: *"])
+    result.stdout.fnmatch_lines(["could not write the report: *out/report*"])
 
 
 # -- terminal summary, timeline, artifacts -------------------------------------------------------

@@ -49,7 +49,14 @@ from pytest_startup_guard.cache.sources import (
     resolve_hub_cache,
     validate_cache_revision,
 )
-from pytest_startup_guard.errors import StartupGuardError, UnsafeCacheError
+from pytest_startup_guard.checks import instance, texts, whole_number
+from pytest_startup_guard.checks import path as checked_path
+from pytest_startup_guard.errors import (
+    InvalidArgumentError,
+    NotInCacheError,
+    StartupGuardError,
+    UnsafeCacheError,
+)
 from pytest_startup_guard.runtime.observation import unobserved
 
 MARKER_NAME = ".startup_guard_cache"
@@ -96,7 +103,7 @@ class CachedRepo:
         name = validate_filename(filename)
         if name not in self.files:
             known = ", ".join(sorted(self.files)) or "none"
-            raise KeyError(
+            raise NotInCacheError(
                 f"{self.repo_id}@{self.revision} has no file {filename!r}; its files: {known}"
             )
         return self.files[name]
@@ -112,7 +119,9 @@ class CachedRepo:
 
     def ref(self, revision: str | None = None) -> Path:
         """``refs/<revision>``: the file that maps a branch or tag to its commit."""
-        return self.path / "refs" / validate_revision(revision or self.revision)
+        return (
+            self.path / "refs" / validate_revision(self.revision if revision is None else revision)
+        )
 
     def lock(self, filename: str) -> Path:
         """``.locks/<repo folder>/<etag>.lock``: what huggingface_hub locks while downloading."""
@@ -140,7 +149,8 @@ class FakeHubCache:
         shared: bool = False,
         lfs_threshold: int = LFS_THRESHOLD_BYTES,
     ) -> None:
-        self.root = Path(root).absolute()
+        self.root = Path(checked_path("root", root, "FakeHubCache()")).absolute()
+        whole_number("lfs_threshold", lfs_threshold, "FakeHubCache()", meaning="bytes")
         self.hub_dir = self.root / "hub"
         self.lfs_threshold = lfs_threshold
         marker = self.root / MARKER_NAME
@@ -233,14 +243,15 @@ class FakeHubCache:
         validate_repo_type(repo_type)
         validate_revision(revision)
         if not isinstance(files, Mapping) or not files:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"invalid files for {repo_id!r}: expected a non-empty mapping of file name to"
                 " content (dict/list as JSON, str or bytes)"
             )
         contents: dict[str, bytes] = {}
         for name, content in files.items():
             contents[validate_filename(name)] = encode_content(name, content)
-        missing = sorted({validate_filename(name) for name in no_exist})
+        names = texts("no_exist", no_exist, f"add_repo({repo_id!r}, ...)", meaning="file names")
+        missing = sorted({validate_filename(name) for name in names})
         etags = {name: etag_for(name, data, self.lfs_threshold) for name, data in contents.items()}
         commit = commit_for(repo_type, repo_id, etags)
         repo = CachedRepo(self, repo_id, repo_type, revision, commit, dict(etags))
@@ -375,7 +386,10 @@ class FakeHubCache:
         folder = self.hub_dir / repo_folder_name(repo_id, repo_type)
         ref = folder / "refs" / validate_revision(revision)
         if not ref.is_file():
-            raise KeyError(f"{repo_id}@{revision} is not in {self.hub_dir}")
+            held = ", ".join(_revisions(self.hub_dir)) or "none"
+            raise NotInCacheError(
+                f"{repo_id}@{revision} is not in {self.hub_dir}; repos there: {held}"
+            )
         commit = ref.read_text()
         return CachedRepo(self, repo_id, repo_type, revision, commit, _read_etags(folder, commit))
 
@@ -410,6 +424,7 @@ class FakeHubCache:
         Returns the path that was changed. ``revision`` defaults to the repo's own revision.
         """
         corruption = get_corruption(kind, where="cache.corrupt()")
+        _checked_repo(repo, "cache.corrupt()")
         self.check_writable(repo, f"corrupt {filename!r} of")
         target = corruption_target(repo, filename, revision)
         with unobserved():
@@ -426,6 +441,7 @@ class FakeHubCache:
         """A private copy of ``repo`` (every revision) in this cache: blobs and pointers
         hard-linked, refs and ``.no_exist`` entries copied. The plugin's writes to it (copy on
         write) never reach the original."""
+        _checked_repo(repo, "hub_cache.copy_of()")
         with unobserved():
             return self._copy_of(repo)
 
@@ -457,6 +473,7 @@ class FakeHubCache:
         """A private cache at ``root`` (new or empty) holding a copy of every repo of this one,
         as ``copy_of`` copies one: what a process needs to race a cache no other process reads
         (``server_fleet.explore`` gives each member one). A shared cache may be cloned too."""
+        checked_path("root", root, "clone()")
         with unobserved():
             clone = FakeHubCache(root)
             for folder in sorted(self.hub_dir.iterdir()):
@@ -498,12 +515,16 @@ def corruption_target(repo: CachedRepo, filename: str, revision: str | None) -> 
     else:
         ref = repo.path / "refs" / rev
         if not ref.is_file():
-            raise KeyError(f"{repo.repo_id} has no revision {rev!r} in {repo.cache.hub_dir}")
+            held = ", ".join(sorted(p.name for p in (repo.path / "refs").glob("*"))) or "none"
+            raise NotInCacheError(
+                f"{repo.repo_id} has no revision {rev!r} in {repo.cache.hub_dir}; its"
+                f" revisions: {held}"
+            )
         commit = ref.read_text()
         etags = _read_etags(repo.path, commit)
     if name not in etags:
         known = ", ".join(sorted(etags)) or "none"
-        raise KeyError(f"{repo.repo_id}@{rev} has no file {filename!r}; its files: {known}")
+        raise NotInCacheError(f"{repo.repo_id}@{rev} has no file {filename!r}; its files: {known}")
     return CorruptionTarget(
         label=f"{name} of {repo.repo_id}@{rev}",
         pointer=repo.path / "snapshots" / commit / name,
@@ -568,3 +589,26 @@ def _read_marker(marker: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UnsafeCacheError(f"unreadable marker {marker}: not a JSON object")
     return data
+
+
+def _checked_repo(repo: object, where: str) -> CachedRepo:
+    """``repo`` if it is a ``CachedRepo``: a repo id names no cache, so it is not taken."""
+    return instance(
+        "repo",
+        repo,
+        CachedRepo,
+        where,
+        "a CachedRepo (what hub_cache.add_model() or hub_cache.repo(repo_id) returns)",
+    )
+
+
+def _revisions(hub_dir: Path) -> list[str]:
+    """``org/name@main`` for every ref of every repo in ``hub_dir`` (for messages)."""
+    found = []
+    for ref in sorted(hub_dir.glob("*--*/refs/*")):
+        kind, _, name = ref.parent.parent.name.partition("--")
+        found.append(
+            f"{name.replace('--', '/')}@{ref.name}"
+            + ("" if kind == "models" else f" ({kind[:-1]})")
+        )
+    return found

@@ -16,6 +16,8 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
+
 REPO_TYPES = ("model", "dataset", "space")
 
 # Files the hub stores with Git LFS, hence with a sha256 etag (huggingface_hub names the blob
@@ -59,7 +61,7 @@ def validate_repo_id(repo_id: object) -> str:
         or repo_id.endswith(("-", "."))
         or len(repo_id) > 96
     ):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"invalid repo id {repo_id!r}: expected 'name' or 'org/name' made of letters, digits,"
             " '-', '_' and '.', without '--' or '..', at most 96 characters"
         )
@@ -68,7 +70,7 @@ def validate_repo_id(repo_id: object) -> str:
 
 def validate_repo_type(repo_type: object) -> str:
     if repo_type not in REPO_TYPES:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"invalid repo type {repo_type!r}: expected one of {', '.join(REPO_TYPES)}"
         )
     assert isinstance(repo_type, str)
@@ -78,10 +80,12 @@ def validate_repo_type(repo_type: object) -> str:
 def validate_filename(filename: object) -> str:
     """A path inside a repo: relative, '/'-separated, no '..' and no empty parts."""
     if not isinstance(filename, str) or not filename:
-        raise ValueError(f"invalid file name {filename!r}: expected a non-empty relative path")
+        raise InvalidArgumentError(
+            f"invalid file name {filename!r}: expected a non-empty relative path"
+        )
     parts = PurePosixPath(filename).parts
     if filename.startswith("/") or "\\" in filename or any(p in ("..", ".") for p in parts):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"invalid file name {filename!r}: expected a relative path inside the repo"
             " ('config.json', 'sub/dir/file.txt'), without '..', '.' or a leading '/'"
         )
@@ -90,7 +94,7 @@ def validate_filename(filename: object) -> str:
 
 def validate_revision(revision: object) -> str:
     if not isinstance(revision, str) or not revision or "/" in revision or revision in (".", ".."):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"invalid revision {revision!r}: expected a branch or tag name such as 'main' or 'v2'"
         )
     return revision
@@ -109,7 +113,7 @@ def encode_content(filename: str, content: object) -> bytes:
         return content.encode("utf-8")
     if isinstance(content, (Mapping, list)):
         return (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    raise TypeError(
+    raise ArgumentTypeError(
         f"invalid content for {filename!r}: {type(content).__name__}; expected a dict or list"
         " (written as JSON), a str or bytes"
     )

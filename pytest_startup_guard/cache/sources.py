@@ -30,7 +30,8 @@ from pytest_startup_guard.cache.layout import (
     validate_filename,
     validate_revision,
 )
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.checks import path as checked_path
+from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
 
 # What a folder holds that is not a file of the repo: git's own data (a checkout, a worktree's
 # .git file, a submodule's) and huggingface_hub's bookkeeping of ``hf download --local-dir``.
@@ -74,7 +75,7 @@ def read_folder(folder: str | os.PathLike[str], where: str, lfs_threshold: int) 
     repo's ``.gitattributes``) are files of the repo. Symlinks are followed, to files and to
     folders (each folder read once).
     """
-    root = Path(os.fspath(folder)).expanduser().absolute()
+    root = Path(checked_path("folder", folder, where)).expanduser().absolute()
     if not root.exists():
         raise RepoSourceError(
             f"source folder {str(root)!r} in {where} does not exist: expected a folder of the"
@@ -151,7 +152,8 @@ def _folder_file(path: Path, filename: str, where: str, lfs_threshold: int) -> S
 def resolve_hub_cache(hub_cache_dir: str | os.PathLike[str] | None) -> tuple[Path, str]:
     """The hub cache to read and where that came from (for messages)."""
     if hub_cache_dir is not None:
-        return Path(os.fspath(hub_cache_dir)).expanduser().absolute(), "the hub_cache_dir argument"
+        given = checked_path("hub_cache_dir", hub_cache_dir, "add_from_cache()")
+        return Path(given).expanduser().absolute(), "the hub_cache_dir argument"
     environ = outer_environ()
     if "HF_HUB_CACHE" in environ:
         origin = "HF_HUB_CACHE"
@@ -339,7 +341,7 @@ def validate_cache_revision(revision: object) -> str:
     try:
         return validate_revision(revision)
     except ValueError:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"invalid revision {revision!r} in add_from_cache(): expected a branch or tag name"
             " such as 'main' or 'v2', or the 40-hex commit of a snapshot"
         ) from None

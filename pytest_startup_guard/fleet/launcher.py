@@ -27,11 +27,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
-from pytest_startup_guard.checks import seconds, whole_number
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exit_wait import ExitWait
 from pytest_startup_guard.fleet.fleet import Fleet, RunningMember
+from pytest_startup_guard.fleet.launch_arguments import check_launch
+from pytest_startup_guard.fleet.output import printed_something
 from pytest_startup_guard.fleet.port_faults import PortFault, PortFaults
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
@@ -43,6 +44,7 @@ from pytest_startup_guard.fleet.workers import (
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import RuntimeController
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
+from pytest_startup_guard.wording import printable
 
 _PLACEHOLDER = re.compile(r"\{(\w*)\}")
 PLACEHOLDERS = ("port", "index", "count")
@@ -111,8 +113,10 @@ def runs_python(program: str) -> bool:
 
 def _needs_port(argv: Sequence[str], ready: ready_module.Probe) -> bool:
     """Whether members get a port: argv has ``{port}``, or the probe connects to one."""
-    return any("{port}" in arg for arg in argv) or isinstance(
-        ready, (ready_module.Http, ready_module.Tcp)
+    return (
+        any("{port}" in arg for arg in argv)
+        or isinstance(ready, (ready_module.Http, ready_module.Tcp))
+        or getattr(ready, "needs_port", False)  # ready.file("...{port}...")
     )
 
 
@@ -225,9 +229,9 @@ class FleetLauncher:
         a member is ready only once its probe says so and N of its workers are up
         (``workers.py``)."""
         __tracebackhide__ = True
-        argv, timeout = self._checked_arguments(argv, count, ready, timeout, ports)
-        if workers is not None:
-            whole_number("workers", workers, "server_fleet.launch()", minimum=1)
+        argv, timeout = self._checked_arguments(
+            argv, count, ready, timeout, ports, env=env, cwd=cwd, cache=cache, workers=workers
+        )
         port_faults = PortFaults(
             faults,
             count=count,
@@ -274,27 +278,28 @@ class FleetLauncher:
         ready: ready_module.Probe,
         timeout: float | None,
         ports: Sequence[int] | None,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        cache: FakeHubCache | None = None,
+        workers: int | None = None,
     ) -> tuple[list[str], float]:
-        """``argv`` as a list and the time-out in seconds, or a clear error before anything
-        starts."""
-        argv = list(argv) if not isinstance(argv, str) else shlex.split(argv)
-        if not argv:
-            raise ValueError("server_fleet.launch() needs a command: argv is empty")
-        whole_number("count", count, "server_fleet.launch()", minimum=1)
-        if not hasattr(ready, "check"):
-            raise TypeError(
-                f"invalid ready={ready!r} for server_fleet.launch(): expected ready.http(), ready.tcp(),"
-                " ready.log(), ready.file() or ready.call()"
-            )
-        timeout = (
-            self.default_timeout
-            if timeout is None
-            else seconds("timeout", timeout, "server_fleet.launch()", positive=True)
+        """``argv`` as a list and the time-out in seconds, or a clear error naming the
+        argument before anything starts (``launch_arguments.check_launch``)."""
+        checked = check_launch(
+            "server_fleet.launch()",
+            argv,
+            count=count,
+            ready=ready,
+            timeout=timeout,
+            default_timeout=self.default_timeout,
+            env=env,
+            cwd=cwd,
+            cache=cache,
+            ports=ports,
+            workers=workers,
         )
-        if ports is not None and len(ports) != count:
-            raise ValueError(f"ports={list(ports)!r} names {len(ports)} ports for count={count}")
-        fill_placeholders(argv, {"port": 0, "index": 0, "count": count})  # bad placeholders: now
-        return argv, timeout
+        return checked.argv, checked.timeout
 
     def _watched_cache(self, cache: FakeHubCache | None) -> FakeHubCache | None:
         """The launch's cache (the fixture's unless given), its accesses reported from now on."""
@@ -382,6 +387,8 @@ class FleetLauncher:
                 **plan.env,
                 **(plan.member_env[index] if plan.member_env else {}),
                 **fleet.group.member_env(index),
+                # Last: the fleet's marker, which its stop (and the reaper) ends by.
+                **fleet.marker_env,
             },
             cwd=plan.cwd,
             stdin=subprocess.DEVNULL,
@@ -504,7 +511,7 @@ class FleetLauncher:
             except Exception as error:  # a probe that cannot work is the test's error: say so
                 server.state, server.reason = (
                     "rejected",
-                    f"{probe.describe()} failed: {type(error).__name__}: {error}",
+                    printable(f"{probe.describe()} failed: {type(error).__name__}: {error}"),
                 )
                 return
             now = time.monotonic()
@@ -523,7 +530,7 @@ class FleetLauncher:
                 server.seconds_waiting = clock.waited()
                 return
             if verdict.rejected:
-                server.state, server.reason = "rejected", verdict.detail
+                server.state, server.reason = "rejected", printable(verdict.detail)
                 return
             detail = verdict.detail or detail
             if now >= deadline and self._decided(server, clock, probe, now, timeout, detail):
@@ -551,7 +558,7 @@ class FleetLauncher:
             server.reason = (
                 f"{probe.describe()} not ready after {timeout:g} s"
                 + (f" ({clock.describe(now)})" if server.seconds_waiting >= 0.05 else "")
-                + (f": {detail}" if detail else "")
+                + (f": {printable(detail)}" if detail else "")
             )
             return True
         if wall >= timeout * MAX_STRETCH:
@@ -567,7 +574,6 @@ class FleetLauncher:
     def _exit_reason(
         self, fleet: Fleet, server: Server, code: int, faults: PortFaults | None = None
     ) -> str:
-        output = server.output
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -575,9 +581,10 @@ class FleetLauncher:
                 name = str(-code)
             return f"killed by {name}"
         hints = []
-        if not output.strip():
+        # Its output is searched a block at a time: it may have printed a lot.
+        if not printed_something(server.output_path):
             hints.append("it printed nothing")
-        if "Address already in use" in output:
+        if server.output_mentions("Address already in use"):
             cause = faults.cause(server.index) if faults is not None else None
             if cause is not None:
                 hints.append(cause)

@@ -16,6 +16,7 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
 from pytest_startup_guard.checks import seconds, whole_number
+from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 from pytest_startup_guard.runtime.process_group import end_group
 
 _SPINNER = """
@@ -49,9 +50,11 @@ def cpu_load(
 ) -> Iterator[list[int]]:
     """Run ``processes`` CPU-bound processes for the block (each ends by itself after ``limit``
     seconds); yields their pids. ``cpus`` pins them to those CPUs."""
-    whole_number("processes", processes, "cpu_load()")
-    seconds("limit", limit, "cpu_load()", positive=True)
-    pinned = ",".join(str(cpu) for cpu in sorted(cpus)) if cpus else ""
+    where = "cpu_load()"
+    whole_number("processes", processes, where)
+    seconds("limit", limit, where, positive=True)
+    whole_number("memory", memory, where, meaning="bytes kept resident, shared out")
+    pinned = ",".join(str(cpu) for cpu in _checked_cpus(cpus, where))
     each = memory // processes if processes else 0
     spinners: list[subprocess.Popen[bytes]] = []
     try:
@@ -70,3 +73,30 @@ def cpu_load(
             end_group(spinner)  # SIGKILL, at once: a spinner has nothing to finish
         for spinner in spinners:
             spinner.wait()
+
+
+def _checked_cpus(cpus: object, where: str) -> list[int]:
+    """``cpus`` as a sorted list of CPUs this process may run on (empty: not pinned). A CPU it
+    may not run on would make each spinner die at start, and the load would silently be none."""
+    if cpus is None:
+        return []
+    if isinstance(cpus, (str, bytes)) or not isinstance(cpus, Collection):
+        raise ArgumentTypeError(
+            f"invalid cpus={cpus!r} for {where}: expected a collection of CPU numbers, such as {{0}}"
+        )
+    if not hasattr(os, "sched_getaffinity"):
+        raise InvalidArgumentError(
+            f"invalid cpus={cpus!r} for {where}: this platform cannot pin a process to CPUs;"
+            " leave cpus= out"
+        )
+    allowed = sorted(os.sched_getaffinity(0))
+    checked = []
+    for cpu in sorted(cpus, key=repr):
+        whole_number("cpus", cpu, where)
+        if cpu not in allowed:
+            raise InvalidArgumentError(
+                f"invalid cpus={sorted(cpus, key=repr)!r} for {where}: CPU {cpu} is not one this"
+                f" process may run on ({', '.join(map(str, allowed))})"
+            )
+        checked.append(cpu)
+    return sorted(checked)

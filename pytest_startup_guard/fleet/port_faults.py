@@ -32,7 +32,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    StartupGuardError,
+)
 from pytest_startup_guard.fleet.ports import listening_ports
 from pytest_startup_guard.runtime.controller import AccessEvent, RuntimeController, RuntimeListener
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
@@ -103,7 +107,7 @@ def port_taken(
     (``None``: until the fleet stops). Unless ``allow_miss=True``, the launch fails if the
     member never tried to bind it while it was taken."""
     if not _is_index(member):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"invalid member={member!r} for port_taken(): expected a member index (a whole"
             " number >= 0)"
         )
@@ -113,12 +117,14 @@ def port_taken(
         or not math.isfinite(hold)
         or hold <= 0
     ):
-        raise ValueError(
+        raise InvalidArgumentError(
             f"invalid hold={hold!r} for port_taken(): expected seconds > 0, or None (taken"
             " until the fleet stops)"
         )
     if not isinstance(allow_miss, bool):
-        raise TypeError(f"invalid allow_miss={allow_miss!r} for port_taken(): expected a bool")
+        raise ArgumentTypeError(
+            f"invalid allow_miss={allow_miss!r} for port_taken(): expected a bool"
+        )
     return PortTaken(member, None if hold is None else float(hold), allow_miss)
 
 
@@ -128,12 +134,14 @@ def same_port(members: tuple[int, int], *, allow_miss: bool = False) -> SamePort
     listened on it."""
     pair = tuple(members) if isinstance(members, (tuple, list)) else None
     if pair is None or len(pair) != 2 or not all(map(_is_index, pair)) or pair[0] == pair[1]:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"invalid members={members!r} for same_port(): expected two distinct member"
             " indexes, such as (0, 1)"
         )
     if not isinstance(allow_miss, bool):
-        raise TypeError(f"invalid allow_miss={allow_miss!r} for same_port(): expected a bool")
+        raise ArgumentTypeError(
+            f"invalid allow_miss={allow_miss!r} for same_port(): expected a bool"
+        )
     return SamePort((pair[0], pair[1]), allow_miss)
 
 
@@ -543,7 +551,7 @@ def _checked(faults: object, count: int, needs_port: bool, ready_label: str) -> 
     if isinstance(faults, (PortTaken, SamePort)):
         faults = [faults]
     if isinstance(faults, (str, bytes, dict)) or not isinstance(faults, Iterable):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"invalid faults={faults!r} for {WHERE}: expected a list of port faults:"
             f" {FAULTS_ACCEPTED}"
         )
@@ -552,25 +560,25 @@ def _checked(faults: object, count: int, needs_port: bool, ready_label: str) -> 
     for position, fault in enumerate(faults):
         where = f"faults[{position}] of {WHERE}"
         if not isinstance(fault, (PortTaken, SamePort)):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"invalid {where}: {fault!r}; expected {FAULTS_ACCEPTED}"
                 " (from pytest_startup_guard.fleet.port_faults)"
             )
         if not needs_port:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"{fault.describe()} ({where}) faults the members' port, but this launch has"
                 f" none: its argv has no {{port}} and ready={ready_label or 'its probe'} needs"
                 " no port; put {port} in the command"
             )
         for index in fault.involved:
             if index >= count:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"invalid member {index} in {fault.describe()} ({where}): expected a member"
                     f" index from 0 to {count - 1} (count={count})"
                 )
             if index in taken_by:
                 other_position, other = taken_by[index]
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"member {index} is in two port faults of {WHERE}:"
                     f" faults[{other_position}] {other.describe()} and faults[{position}]"
                     f" {fault.describe()}; a member takes part in one port fault at most"

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
 
 _FALLBACK_EPHEMERAL_LOW = 32768
 _LOWEST = 20000
@@ -146,7 +146,9 @@ class PortLeases:
             if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
                 for lease in leases:
                     lease.release()
-                raise ValueError(f"invalid port {port!r} ({where}[{position}]): expected 1-65535")
+                raise InvalidArgumentError(
+                    f"invalid port {port!r} ({where}[{position}]): expected 1-65535"
+                )
             taken = self._try(port)
             if taken is None:
                 for held in leases:

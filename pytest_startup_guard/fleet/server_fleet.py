@@ -18,6 +18,7 @@ from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exploration import ExploreRequest
 from pytest_startup_guard.fleet.explore import ExploredFleet, Explorer
 from pytest_startup_guard.fleet.fleet import Fleet
+from pytest_startup_guard.fleet.launch_arguments import check_launch
 from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.port_faults import PortFault
 from pytest_startup_guard.fleet.ports import PortLeases
@@ -116,12 +117,25 @@ class ServerFleet:
         __tracebackhide__ = True
         request = self._explore_request
         if request is not None:
+            checked = check_launch(
+                "server_fleet.launch()",
+                argv,
+                count=count,
+                ready=ready,
+                timeout=timeout,
+                default_timeout=self.launcher.default_timeout,
+                env=env,
+                cwd=cwd,
+                cache=cache,
+                ports=ports,
+                workers=workers,
+            )
             if request.exploration is not None:
                 raise StartupGuardError(
                     "an explore=True case explores at its first server_fleet.launch(); launch"
                     " once, then startup_case.check(fleet)"
                 )
-            explorer = self._explorer(ExploredFleet(argv, count, ready, env, timeout, cwd))
+            explorer = self._explorer(ExploredFleet(checked.argv, count, ready, env, timeout, cwd))
             exploration = explorer.run(
                 request.race, request.repo, request.filename, mode=request.mode
             )
@@ -170,7 +184,17 @@ class ServerFleet:
         clean and then once per point, for members that must share it. ``points=[...]`` (or
         ``--startup-guard-explore-point=N``) explores only those."""
         __tracebackhide__ = True
-        explored = ExploredFleet(argv, count, ready, env, timeout, cwd)
+        checked = check_launch(
+            "server_fleet.explore()",
+            argv,
+            count=count,
+            ready=ready,
+            timeout=timeout,
+            default_timeout=self.launcher.default_timeout,
+            env=env,
+            cwd=cwd,
+        )
+        explored = ExploredFleet(checked.argv, count, ready, env, timeout, cwd)
         exploration = self._explorer(explored).run(
             race, repo, filename, points=points, mode=mode, hold=hold, revision=revision
         )

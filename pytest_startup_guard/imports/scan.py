@@ -48,7 +48,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.checks import flag, texts
+from pytest_startup_guard.checks import path as checked_path
+from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
 from pytest_startup_guard.wording import count
 
 ERROR = "error"
@@ -588,7 +590,13 @@ def scan_background_imports(
     ignore: Iterable[str] = (),
 ) -> ScanReport:
     """Find the imports that run in background threads under ``path``; see the module docs."""
-    root = Path(path)
+    where = "scan_background_imports()"
+    try:
+        root = Path(checked_path("path", path, where))
+        flag("include_stdlib", include_stdlib, where)
+        ignored = texts("ignore", ignore, where, meaning="module names")
+    except InvalidArgumentError as error:
+        raise ScanError(str(error)) from None
     if not root.exists():
         raise ScanError(f"scan_background_imports: no such file or folder {os.fspath(path)!r}")
     if root.is_file() and root.suffix != ".py":
@@ -608,7 +616,7 @@ def scan_background_imports(
             report.unparsed.append(f"{display}: {type(error).__name__}: {error}")
             continue
         modules[module.name] = module
-    scanner = _Scanner(modules, include_stdlib, list(ignore))
+    scanner = _Scanner(modules, include_stdlib, ignored)
     for module in modules.values():
         for entry in scanner.entries(module):
             scanner.scan_entry(entry)

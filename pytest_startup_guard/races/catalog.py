@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import IO
 
 from pytest_startup_guard.cache.layout import break_hard_link, relative_link_target
-from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
+from pytest_startup_guard.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    StartupGuardError,
+    UnknownNameError,
+)
 from pytest_startup_guard.races.base import PathTarget, Race, RaceTarget
 from pytest_startup_guard.races.generic import GENERIC_RACES
 from pytest_startup_guard.races.locks import STALE_LOCKS
@@ -106,8 +111,11 @@ class BlobRewrite(Race):
     )
 
     def __init__(self, written: float = 0.0) -> None:
-        if not 0.0 <= written < 1.0:
-            raise ValueError(f"invalid written={written!r}: expected a share from 0 to below 1")
+        if not _is_share(written):
+            raise InvalidArgumentError(
+                f"invalid written={written!r} for {type(self).__name__}(): expected a share from"
+                " 0 to below 1"
+            )
         self.written = written
 
     @Race.takes(RaceTarget)
@@ -238,9 +246,11 @@ RACES: dict[str, type[Race]] = {race.name: race for race in _BUILTIN}
 def register_race(name: str, race: type[Race]) -> None:
     """Make ``race`` (a ``Race`` subclass) known as ``name`` to ``arm`` and ``startup_races``."""
     if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"invalid race name {name!r}: expected an identifier such as 'my_race'")
+        raise InvalidArgumentError(
+            f"invalid race name {name!r}: expected an identifier such as 'my_race'"
+        )
     if not (isinstance(race, type) and issubclass(race, Race)):
-        raise TypeError(f"invalid race {race!r} for {name!r}: expected a subclass of Race")
+        raise ArgumentTypeError(f"invalid race {race!r} for {name!r}: expected a subclass of Race")
     existing = RACES.get(name)
     if existing is not None and existing is not race:
         raise StartupGuardError(f"race name {name!r} is taken by {existing.__qualname__}")
@@ -294,3 +304,8 @@ __all__ = [
     "register_races",
     "stale_races",
 ]
+
+
+def _is_share(value: object) -> bool:
+    """A number from 0 to below 1 (not a bool, not nan)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0

@@ -11,7 +11,7 @@ met it, and the start-up came through: a run that never made the access proves n
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -218,7 +218,41 @@ def checked_points(wanted: list[int] | None, found: int) -> list[int]:
     return wanted
 
 
+# The fixtures a test explores through: hub_race.explore() and server_fleet.explore() (and a
+# startup_races(explore=...) case, which launches through server_fleet).
+EXPLORING_FIXTURES = ("hub_race", "server_fleet")
+
+
+def may_explore(marker_kwargs: Mapping[str, object] | None, fixtures: Collection[str]) -> bool:
+    """Whether a test may explore access points, from what collection knows of it: its
+    ``startup_races`` marker's arguments (None: it has none) and the fixtures it uses.
+
+    Generous on purpose: a test that explores through a helper of its own must never be
+    refused its replay, so any test with ``server_fleet``, or with ``hub_race`` outside a
+    ``startup_races`` case (which asks for it through ``startup_case``), counts."""
+    if marker_kwargs is not None and marker_kwargs.get("explore") not in (None, False):
+        return True
+    if "server_fleet" in fixtures:
+        return True
+    return marker_kwargs is None and "hub_race" in fixtures
+
+
+def unexplored_point_message(source: str, point: str, tests: int) -> str:
+    """Why ``--startup-guard-explore-point`` (given in ``source``: the flag, the variable or
+    the ini key) is refused in a run where no test explores."""
+    name, _, place = source.partition(" in ")
+    given = f"{name}={point}" + (f" (in {place})" if place else "")
+    option = "--startup-guard-explore-point"
+    return (
+        f"{given} replays one access point of an exploration, but none of the"
+        f" {tests} collected test(s) explores: none has startup_races(..., explore=True) or uses"
+        f" {' or '.join(EXPLORING_FIXTURES)}. Run it with the test it was printed for (its"
+        f" replay command), or leave {option} out" + ("" if name == option else f" ({name})")
+    )
+
+
 __all__ = [
+    "EXPLORING_FIXTURES",
     "FLEET_MODES",
     "NOT_REACHED",
     "OUTCOMES",
@@ -229,6 +263,8 @@ __all__ = [
     "Outcome",
     "PointOutcome",
     "checked_points",
+    "may_explore",
     "outcome_of",
+    "unexplored_point_message",
     "wanted_points",
 ]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from pytest_startup_guard.cache.layout import break_hard_link
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
 from pytest_startup_guard.races.base import PathRace, PathTarget, Race
 
 
@@ -107,8 +107,11 @@ class FileRewrite(PathRace):
     )
 
     def __init__(self, written: float = 0.0) -> None:
-        if not 0.0 <= written < 1.0:
-            raise ValueError(f"invalid written={written!r}: expected a share from 0 to below 1")
+        if not _is_share(written):
+            raise InvalidArgumentError(
+                f"invalid written={written!r} for {type(self).__name__}(): expected a share from"
+                " 0 to below 1"
+            )
         self.written = written
 
     @Race.takes(PathTarget)
@@ -229,3 +232,8 @@ class FolderMove(PathRace):
 
 
 GENERIC_RACES: tuple[type[Race], ...] = (FileReplace, FileRewrite, PartialWrite, FolderMove)
+
+
+def _is_share(value: object) -> bool:
+    """A number from 0 to below 1 (not a bool, not nan)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0

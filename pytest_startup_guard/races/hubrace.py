@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from pytest_startup_guard.cache.hubcache import CachedRepo
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.checks import flag, function, text
+from pytest_startup_guard.errors import ArgumentTypeError, StartupGuardError
 from pytest_startup_guard.races.armed import ArmedRace, Hit, Window
 from pytest_startup_guard.races.base import PathTarget, RaceTarget, Target
 from pytest_startup_guard.races.catalog import RACES, Race, get_race
@@ -65,6 +66,7 @@ class HubRace:
         self._timer: threading.Thread | None = None
         self._wake = threading.Condition(controller.lock)
         self._closed = False
+        self.last_release_t: float | None = None  # when a fleet of the test was last released
         controller.subscribe(_RaceEngine(self))
 
     # -- arming ------------------------------------------------------------------------------
@@ -85,12 +87,15 @@ class HubRace:
         first access of the repo. Unless ``allow_miss=True``, a race that no access ever hit
         fails the test at teardown: a race test that was never raced proves nothing.
         """
-        instance = get_race(race, where="hub_race.arm()")
+        where = "hub_race.arm()"
+        instance = get_race(race, where=where)
         if not isinstance(repo, CachedRepo):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"hub_race.arm() needs a CachedRepo (what hub_cache.add_model returns), not"
                 f" {type(repo).__name__}; to race any other file use hub_race.arm_path(race, path)"
             )
+        text("filename", filename, where, meaning="a file of the repo, such as 'config.json'")
+        flag("allow_miss", allow_miss, where)
         repo.cache.check_writable(repo, f"arm race {instance.name!r} on")
         target = target_of(instance, repo, filename, revision)
         return self._arm(instance, target, trigger, allow_miss)
@@ -108,6 +113,7 @@ class HubRace:
         owns (``shared_dir``, a ``hub_cache``, the test's ``tmp_path``); anything else is
         refused. The default trigger is ``on_access()`` (``placed()`` for stale locks)."""
         instance = get_race(race, where="hub_race.arm_path()")
+        flag("allow_miss", allow_miss, "hub_race.arm_path()")
         if not instance.on_paths:
             raise StartupGuardError(
                 f"race {instance.name!r} races a hub repo's file: use hub_race.arm({instance.name!r},"
@@ -124,6 +130,7 @@ class HubRace:
         """Leave a lock file at ``path`` as a process that died holding it would, until
         teardown: an ``O_EXCL`` file (torch ``FileBaton``), or with ``soft=True`` a filelock
         ``SoftFileLock`` of a killed holder. Same as ``arm_path("stale_lock", path)``."""
+        flag("soft", soft, "hub_race.stale_lock()")
         return self.arm_path(
             "stale_soft_lock" if soft else "stale_lock", path, allow_miss=allow_miss
         )
@@ -134,9 +141,9 @@ class HubRace:
         if trigger is None:
             trigger = placed() if instance.stale else on_access()
         if not isinstance(trigger, (OnAccess, After, Chaos, Placed)):
-            raise TypeError(
-                f"invalid trigger {trigger!r}: expected on_access(...), after(...), chaos(...)"
-                " or placed()"
+            raise ArgumentTypeError(
+                f"invalid trigger={trigger!r} for hub_race.arm(): expected on_access(...),"
+                " after(...), chaos(...) or placed() from pytest_startup_guard"
             )
         instance.check(target)
         self._watch(instance, target)
@@ -204,9 +211,16 @@ class HubRace:
         ``points=[...]`` (or ``--startup-guard-explore-point=N``) explores only those."""
         __tracebackhide__ = True
         where = "hub_race.explore()"
-        if not callable(startup):
-            raise TypeError(f"explore() needs a callable start-up, not {type(startup).__name__}")
+        function(
+            "startup", startup, where, "a callable that runs the start-up, such as lambda: load()"
+        )
         instance = get_race(race, where=where)
+        if not isinstance(repo, CachedRepo):
+            raise ArgumentTypeError(
+                f"{where} needs a CachedRepo (what hub_cache.add_model returns), not"
+                f" {type(repo).__name__}"
+            )
+        text("filename", filename, where, meaning="a file of the repo, such as 'config.json'")
         repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
         on_access(hold=hold)  # a bad hold: now, before the start-up runs
         wanted = wanted_points(points, self.explore_settings, where)
@@ -405,9 +419,17 @@ class HubRace:
                 ) + f" (accesses per process: {', '.join(counts)})"
         else:
             why = f"its window opened {len(armed.windows)} time(s), but nothing accessed {folder} while it was open"
+        late = self.last_release_t is not None and self.last_release_t < armed.armed_t
+        order = (
+            " It was armed after the test's last server_fleet.launch() had released its fleet:"
+            " arm a race before the launch whose start-up should meet it."
+            if late
+            else ""
+        )
         return (
-            f"race {armed.describe()} never hit: {why}. A race that never hit proves nothing; if the"
-            " code under test may legitimately not read this file, arm it with allow_miss=True."
+            f"race {armed.describe()} never hit: {why}.{order} A race that never hit proves"
+            " nothing; if the code under test may legitimately not read this file, arm it with"
+            " allow_miss=True."
         )
 
 
@@ -432,6 +454,7 @@ class _RaceEngine(RuntimeListener):
 
     def on_release(self, t: float) -> None:
         """A fleet's release starts the clock of ``after(...)`` triggers."""
+        self.races.last_release_t = t
         for armed in self.races.armed:
             armed.fleet_released(t)
         self.races.wake()

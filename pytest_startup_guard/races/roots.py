@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.errors import ArgumentTypeError, StartupGuardError
 
 RootsProvider = Callable[[], dict[str, Path]]
 
@@ -36,7 +36,9 @@ class PluginRoots:
         (a race on a link races the link). Refuses a path under no root, a root itself, and
         the run's shared caches."""
         if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"{where} needs a path (str or os.PathLike), not {type(path).__name__}")
+            raise ArgumentTypeError(
+                f"{where} needs a path (str or os.PathLike), not {type(path).__name__}"
+            )
         given = Path(os.path.abspath(os.fspath(path)))
         resolved = Path(os.path.realpath(given.parent)) / given.name
         refused = self._refused() if self._refused is not None else {}

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pytest_startup_guard.report.atomic import write_atomically
 from pytest_startup_guard.report.merge import (
     READS_VERSION,
     MergeError,
@@ -75,9 +76,36 @@ def output_format(given: str | None, output: Path | None) -> str:
     return "markdown"
 
 
+def output_problem(output: Path | None, reports: Sequence[Path]) -> str | None:
+    """What is wrong with ``-o FILE`` before anything is read or written: a folder, a folder
+    that does not exist (none is created), or one of the reports being merged."""
+    if output is None:
+        return None
+    if output.is_dir():
+        return (
+            f"argument -o/--output: {output} is a folder; expected a file in it, such as"
+            f" {output / 'matrix.html'}"
+        )
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        return (
+            f"argument -o/--output: folder {folder} does not exist (for {output}); create it"
+            " first (nothing is created for it)"
+        )
+    resolved = output.resolve()
+    for report in reports:
+        if report.resolve() == resolved:
+            return f"argument -o/--output: {output} is also a REPORT to merge; write elsewhere"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = parser().parse_args(argv)
+    problem = output_problem(args.output, list(args.reports))
+    if problem is not None:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
     try:
         matrix = merge(list(args.reports))
     except MergeError as error:
@@ -95,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _write_stdout(text)
         return 0
     try:
-        args.output.write_text(text, encoding="utf-8")
+        write_atomically(args.output, text)  # whole or not at all, never via a planted name
     except OSError as error:
         print(
             f"{PROG}: error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr

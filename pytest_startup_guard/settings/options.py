@@ -241,10 +241,10 @@ def _parsed(option: Option, raw: str, source: str) -> Setting:
     try:
         return Setting(option.parse(raw), source)
     except ValueError as error:
-        raise pytest.UsageError(f"invalid {_name_and_place(source, raw)}: {error}") from None
+        raise pytest.UsageError(f"invalid {name_and_place(source, raw)}: {error}") from None
 
 
-def _name_and_place(source: str, raw: str) -> str:
+def name_and_place(source: str, raw: str) -> str:
     """``startup_guard_timeout '-1' in tox.ini`` / ``STARTUP_GUARD_TIMEOUT '-1' (environment)``."""
     name, _, place = source.partition(" in ")
     if place:
@@ -278,3 +278,30 @@ def resolve(
         if isinstance(raw, str) and raw.strip() != "":
             return _parsed(option, raw, _ini_source(config, key))
     return Setting(option.default, "default")
+
+
+ENV_PREFIX = "STARTUP_GUARD_"
+
+
+def misspelt_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A warning for each ``STARTUP_GUARD_*`` variable that is no option's but close to one's
+    name (``STARTUP_GUARD_TIMOUT``): a typo that would otherwise be ignored without a word.
+    Names far from every option's are left alone: the child runtime passes variables of its
+    own (``STARTUP_GUARD_PLAN``, ...) to every process of a test, a pytest run among them."""
+    import difflib  # only where such a variable is set
+
+    environ = os.environ if environ is None else environ
+    known = {option.env: option for option in OPTIONS if option.has_env}
+    suffixes = [name[len(ENV_PREFIX) :] for name in known]
+    warnings = []
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name in known:
+            continue
+        close = difflib.get_close_matches(name[len(ENV_PREFIX) :], suffixes, n=1, cutoff=0.75)
+        if close:
+            meant = known[ENV_PREFIX + close[0]]
+            warnings.append(
+                f"{name}={environ[name]!r} is not a setting of the plugin and is ignored; did you"
+                f" mean {meant.env} ({meant.flag})?"
+            )
+    return warnings

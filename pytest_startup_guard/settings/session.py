@@ -7,7 +7,8 @@ from typing import TypeVar
 
 import pytest
 
-from pytest_startup_guard.settings.options import OPTIONS, Setting, resolve
+from pytest_startup_guard.settings.options import OPTIONS, Setting, misspelt_variables, resolve
+from pytest_startup_guard.settings.paths import check_output_paths
 from pytest_startup_guard.settings.seeds import (
     draw_run_seed,
     replay_command,
@@ -109,7 +110,11 @@ def build_session(config: pytest.Config, target: str, target_reason: str) -> Gua
         run_seed, seed_source = int(worker_input["startup_guard_seed"]), "xdist controller"
     else:
         run_seed, seed_source = draw_run_seed(), "drawn at random"
-    return GuardSession(target, target_reason, settings, run_seed, seed_source)
+    session = GuardSession(target, target_reason, settings, run_seed, seed_source)
+    if worker_input is None:  # once per run: the xdist controller, or the only process
+        session.warnings.extend(misspelt_variables())
+        check_output_paths(settings, config.invocation_params.dir)
+    return session
 
 
 def get_session(config: pytest.Config) -> GuardSession:

@@ -3,5 +3,5 @@
 Owns detection without torch (``detection``), the ``cpu``/``cuda``/``rocm`` marker semantics
 (``markers``) and the target as a JUnit XML property (``junit``).
 
-May import: nothing else of the plugin (the root's ``errors`` only).
+May import: nothing else of the plugin (the root's ``errors`` and ``checks`` only).
 """

@@ -145,6 +145,7 @@ def detect_target(
     alone (CUDA builds of torch are installed on CPU machines all the time). A tie that nothing
     breaks picks the target with more evidence, then rocm, and is marked ``ambiguous``.
     """
+    _check_arguments(root, environ, path, modules)
     signals = gather_signals(root, environ, path)
     build = torch_build(modules)
     if not signals:
@@ -169,6 +170,24 @@ def detect_target(
         kind = "equally strong " if ambiguous else ""
         reason += f"; also saw {kind}{other} signs: {', '.join(others)}"
     return Detection(target, reason, signals, build, ambiguous)
+
+
+def _check_arguments(root: object, environ: object, path: object, modules: object) -> None:
+    """A fake machine that is not there would be detected as a quiet cpu runner: refuse it."""
+    from pytest_startup_guard.checks import folder, instance, shown
+    from pytest_startup_guard.errors import ArgumentTypeError
+
+    where = "detect_target()"
+    if root is not None:
+        folder("root", root, where)
+    for name, value, what in (
+        ("environ", environ, "a mapping of variable name to value"),
+        ("modules", modules, "a mapping of module name to module"),
+    ):
+        if value is not None and not isinstance(value, Mapping):
+            raise ArgumentTypeError(f"invalid {name}={shown(value)} for {where}: expected {what}")
+    if path is not None:
+        instance("path", path, str, where, "a PATH string (folders joined by os.pathsep)")
 
 
 def _of(signals: Iterable[Signal], target: str) -> list[Signal]:

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from pytest_startup_guard.cache.corruptions import CORRUPTIONS
 from pytest_startup_guard.cache.hubcache import CachedRepo
-from pytest_startup_guard.checks import seconds
-from pytest_startup_guard.errors import StartupGuardError, UnknownNameError
+from pytest_startup_guard.checks import function, instance, seconds
+from pytest_startup_guard.errors import ArgumentTypeError, StartupGuardError, UnknownNameError
 from pytest_startup_guard.fleet.exploration import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
@@ -91,6 +91,35 @@ def _names(
         if name not in known:
             raise UnknownNameError(WORDS[kind].noun, name, known, where)
     return list(dict.fromkeys(value))
+
+
+@dataclass(frozen=True)
+class GivenMarker:
+    """One ``startup_races`` marker a test carries, and where it was written."""
+
+    place: str  # "on the function", "on class TestX", "on module test_x.py"
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
+
+    def describe(self) -> str:
+        written = [repr(arg) for arg in self.args]
+        written += [f"{key}={value!r}" for key, value in self.kwargs.items()]
+        return f"startup_races({', '.join(written)}) {self.place}"
+
+
+def the_one_marker(markers: Sequence[GivenMarker], where: str) -> GivenMarker:
+    """The test's one ``startup_races`` marker. Two (on the function and its class, or twice
+    on the function) are refused rather than merged: the closest would win and the other's
+    cases would silently not run, and merging would have to guess whose ``hold=``,
+    ``trigger=`` and ``explore=`` the other's cases take."""
+    if len(markers) == 1:
+        return markers[0]
+    listed = "; ".join(marker.describe() for marker in markers)
+    raise StartupGuardError(
+        f"{where} has {len(markers)} startup_races markers ({listed}): a test takes one."
+        " Write every case in one marker (startup_races(transient=[...], corrupt=[...],"
+        " stale=[...])), or split the test"
+    )
 
 
 def cases_from_marker(
@@ -201,6 +230,7 @@ class StartupCase:
         self.path: Path | None = None  # what a generic race or stale lock was applied to
         self.judgement: Judgement | None = None
         self.explore_request: ExploreRequest | None = None  # explore=True: the launch explores
+        self.applied_t: float | None = None  # time.monotonic() when apply() was done
 
     @property
     def kind(self) -> CaseKind:
@@ -257,6 +287,7 @@ class StartupCase:
                 )
             self.repo, self.filename = target, filename  # applied: only once it worked
             self.target = f"{filename} of {target}"
+            self.applied_t = time.monotonic()
             return
         if not isinstance(target, (str, os.PathLike)) or filename is not None:
             raise StartupGuardError(
@@ -272,6 +303,7 @@ class StartupCase:
         self.armed = self.races.arm_path(self.name, target, trigger=case_trigger, allow_miss=True)
         self.path = Path(getattr(self.armed.target, "path", target))
         self.target = self.armed.target.label
+        self.applied_t = time.monotonic()
 
     def _trigger(self, given: object) -> Trigger | None:
         """The trigger this case races with: ``apply(trigger=)`` (checked), else the marker's;
@@ -310,6 +342,7 @@ class StartupCase:
             raise StartupGuardError(
                 "startup_case.check() before apply(repo, filename) or apply(path): nothing was raced"
             )
+        self._check_arguments(fleet, expect)
         # Every worker's fate first (and counted as reported): a start-up is judged on every
         # process that did start-up work, not on the member's probe alone.
         workers = fleet.worker_problems_by_server() if self.explore_request is None else {}
@@ -344,6 +377,34 @@ class StartupCase:
             )
             self.judgement.message = message
             raise AssertionError(message)
+
+    def _check_arguments(self, fleet: object, expect: object) -> None:
+        """``check(fleet)`` takes the fleet ``server_fleet.launch()`` returned after
+        ``apply()``: a fleet launched before it never met the case."""
+        where = f"startup_case.check() of case {self.spec.id}"
+        if isinstance(fleet, ServerFleet):
+            raise ArgumentTypeError(
+                f"invalid fleet=server_fleet for {where}: expected the fleet that"
+                " server_fleet.launch(...) returned (fleet = server_fleet.launch(...);"
+                " startup_case.check(fleet))"
+            )
+        launched = instance(
+            "fleet", fleet, Fleet, where, "the fleet that server_fleet.launch(...) returned"
+        )
+        if expect is not None:
+            function("expect", expect, where, "a callable that takes a Server and says yes or no")
+        released = launched.released_t
+        if (
+            self.explore_request is None
+            and released is not None
+            and self.applied_t is not None
+            and released < self.applied_t
+        ):
+            raise StartupGuardError(
+                f"{where}: this fleet was launched before the case was applied, so its start-up"
+                f" never met {self.spec.id}; call startup_case.apply(...) first, then"
+                " server_fleet.launch(...), then startup_case.check(fleet)"
+            )
 
     def _transient(
         self,
@@ -506,7 +567,7 @@ class StartupCase:
                 problems.append(f"server {server.index} exited with code 0 on a corrupt config")
             elif _exited_late(server, fleet):
                 problems.append(_late_exit(server, fleet))
-            elif not any(name in server.output for name in names):
+            elif not any(server.output_mentions(name) for name in names):
                 problems.append(
                     f"server {server.index} failed, but its output names neither {self.filename!r} nor"
                     f" {self.repo.repo_id!r}: whoever reads the log cannot tell what broke"
@@ -545,7 +606,7 @@ class StartupCase:
                 )
             elif _exited_late(server, fleet):
                 problems.append(_late_exit(server, fleet))
-            elif lock.name not in server.output:
+            elif not server.output_mentions(lock.name):
                 problems.append(
                     f"server {server.index} failed, but its output does not name the lock"
                     f" {lock.name!r}: whoever reads the log cannot tell which lock to remove"

@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from pytest_startup_guard.checks import function, pattern, seconds, shown
+from pytest_startup_guard.errors import ArgumentTypeError
 from pytest_startup_guard.races.armed import ArmedRace
 
 
@@ -25,7 +27,11 @@ def assert_survives(
     """``startup()`` must return (not raise) under the armed race(s), with a result ``expect``
     accepts, and the race(s) must have hit during the call. Returns the result."""
     __tracebackhide__ = True
-    races = [] if race is None else ([race] if isinstance(race, ArmedRace) else list(race))
+    where = "assert_survives()"
+    function("startup", startup, where, "a callable that runs the start-up, such as lambda: load()")
+    races = _armed_races(race, where)
+    if expect is not None:
+        function("expect", expect, where, "a callable that accepts the start-up's result")
     before = [len(armed.hits) for armed in races]
     try:
         result = startup()
@@ -52,6 +58,11 @@ def assert_fails_closed(
     """``startup()`` must raise within ``within`` seconds (on a corrupt config), with ``match``
     found in the message. Returning hides the corruption; not raising in time is a hang."""
     __tracebackhide__ = True
+    where = "assert_fails_closed()"
+    function("startup", startup, where, "a callable that runs the start-up, such as lambda: load()")
+    within = seconds("within", within, where, positive=True)
+    if match is not None:
+        pattern("match", match, where)
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -81,6 +92,25 @@ def assert_fails_closed(
             f" {type(error).__name__}: {error} does not match {match!r}"
         )
     return error
+
+
+def _armed_races(race: object, where: str) -> list[ArmedRace]:
+    """``race=`` as a list: None, one armed race, or several (what ``hub_race.arm()`` returns;
+    a race's name is not enough, for it says nothing of where it is armed)."""
+    accepted = "what hub_race.arm() returned (an ArmedRace), a list of them, or None"
+    if race is None:
+        return []
+    if isinstance(race, ArmedRace):
+        return [race]
+    if isinstance(race, (str, bytes)) or not isinstance(race, Iterable):
+        raise ArgumentTypeError(f"invalid race={shown(race)} for {where}: expected {accepted}")
+    races = list(race)
+    for position, armed in enumerate(races):
+        if not isinstance(armed, ArmedRace):
+            raise ArgumentTypeError(
+                f"invalid race[{position}]={shown(armed)} for {where}: expected {accepted}"
+            )
+    return races
 
 
 def _race_names(races: list[ArmedRace]) -> str:

@@ -1,0 +1,165 @@
+"""The arguments of ``server_fleet.launch()`` and ``server_fleet.explore()``, checked before
+anything is cloned, leased or started.
+
+A mistake here would otherwise surface late and in someone else's words: ``env={"X": 1}`` as
+``Popen``'s ``TypeError`` naming neither ``env`` nor ``X``, a ``cwd`` that does not exist as a
+``FileNotFoundError`` once the first member starts, a ``cache`` that is not a fake cache as an
+``AttributeError``. Each check names the argument, the value and what is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_startup_guard.cache.hubcache import FakeHubCache
+from pytest_startup_guard.checks import (
+    environment,
+    folder,
+    instance,
+    seconds,
+    shown,
+    whole_number,
+)
+from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
+
+PROBES = "ready.http(), ready.tcp(), ready.log(...), ready.file(...) or ready.call(...)"
+PLACEHOLDERS = ("port", "index", "count")
+_PLACEHOLDER = re.compile(r"\{(\w*)\}")
+
+
+@dataclass(frozen=True)
+class LaunchArguments:
+    """What a launch was given, checked: ``argv`` as a list, the time-out in seconds."""
+
+    argv: list[str]
+    timeout: float
+
+
+def check_launch(
+    where: str,
+    argv: object,
+    *,
+    count: object,
+    ready: object,
+    timeout: object,
+    default_timeout: float,
+    env: object = None,
+    cwd: object = None,
+    cache: object = None,
+    ports: object = None,
+    workers: object = None,
+) -> LaunchArguments:
+    """Every argument of one launch, or an error naming the first bad one (``where``:
+    ``server_fleet.launch()`` or ``server_fleet.explore()``)."""
+    checked_argv = _argv(argv, where)
+    checked_count = whole_number("count", count, where, minimum=1)
+    _probe(ready, where)
+    checked_timeout = (
+        default_timeout if timeout is None else seconds("timeout", timeout, where, positive=True)
+    )
+    if env is not None:
+        environment("env", env, where)
+    if cwd is not None:
+        folder("cwd", cwd, where)
+    if cache is not None:
+        instance(
+            "cache",
+            cache,
+            FakeHubCache,
+            where,
+            "a FakeHubCache (the hub_cache fixture, or FakeHubCache(tmp_path / 'cache'))",
+        )
+    if ports is not None:
+        _ports(ports, checked_count, where)
+    if workers is not None:
+        whole_number("workers", workers, where, minimum=1, meaning="worker processes per member")
+    _placeholders(checked_argv, where)
+    return LaunchArguments(checked_argv, checked_timeout)
+
+
+def _argv(argv: object, where: str) -> list[str]:
+    """The command as a list of str: a list (or tuple) of str, or one str split as a shell
+    would (``"python -m server --port {port}"``)."""
+    if isinstance(argv, str):
+        try:
+            parts = shlex.split(argv)
+        except ValueError as error:
+            raise InvalidArgumentError(
+                f"invalid argv={shown(argv)} for {where}: it does not split as a command line:"
+                f" {error}"
+            ) from None
+    elif isinstance(argv, (list, tuple)):
+        parts = list(argv)
+    else:
+        raise ArgumentTypeError(
+            f"invalid argv={shown(argv)} for {where}: expected the command as a list of str"
+            " (['python', '-m', 'server', '--port', '{port}']) or one str"
+        )
+    if not parts:
+        raise InvalidArgumentError(f"invalid argv={shown(argv)} for {where}: the command is empty")
+    for position, part in enumerate(parts):
+        if isinstance(part, os.PathLike):
+            part = os.fspath(part)
+        if not isinstance(part, str):
+            raise ArgumentTypeError(
+                f"invalid argv[{position}]={shown(part)} for {where}: expected a str"
+                + (" (write it as a str: str(value))" if isinstance(part, (int, float)) else "")
+            )
+        parts[position] = part
+    if not parts[0].strip():
+        raise InvalidArgumentError(
+            f"invalid argv[0]={parts[0]!r} for {where}: expected the program to run"
+        )
+    return parts
+
+
+def _probe(ready: object, where: str) -> None:
+    """A readiness probe made by one of the ``ready`` functions (not the function itself)."""
+    if hasattr(ready, "check") and hasattr(ready, "describe"):
+        return
+    if hasattr(ready, "check"):  # a probe of the user's own: say what it lacks
+        raise ArgumentTypeError(
+            f"invalid ready={shown(ready)} for {where}: a probe needs check(member) and"
+            " describe() (ready.Probe); this one has no describe()"
+        )
+    name = getattr(ready, "__name__", None)
+    hint = f" (call it: ready.{name}(...))" if callable(ready) and name in _PROBE_NAMES else ""
+    raise ArgumentTypeError(f"invalid ready={shown(ready)} for {where}{hint}: expected {PROBES}")
+
+
+_PROBE_NAMES = ("http", "tcp", "log", "file", "call")
+
+
+def _ports(ports: object, count: int, where: str) -> None:
+    if isinstance(ports, (str, bytes)) or not isinstance(ports, Sequence):
+        raise ArgumentTypeError(
+            f"invalid ports={shown(ports)} for {where}: expected a list of port numbers, one per"
+            " member"
+        )
+    if len(ports) != count:
+        raise InvalidArgumentError(
+            f"invalid ports={shown(list(ports))} for {where}: {len(ports)} port(s) for"
+            f" count={count}; give one port per member"
+        )
+    for position, port in enumerate(ports):
+        whole_number(f"ports[{position}]", port, where, minimum=1, maximum=65535)
+
+
+def _placeholders(argv: Sequence[str], where: str) -> None:
+    """Only ``{port}``, ``{index}`` and ``{count}`` (as ``launcher.fill_placeholders`` reads
+    them: ``{{`` and ``}}`` write braces around anything else)."""
+    for position, arg in enumerate(argv):
+        for match in _PLACEHOLDER.finditer(arg):
+            if match.group(1) not in PLACEHOLDERS:
+                known = ", ".join("{" + key + "}" for key in PLACEHOLDERS)
+                raise InvalidArgumentError(
+                    f"unknown placeholder {match.group(0)} in argv[{position}] {arg!r} of"
+                    f" {where}; known: {known} (write {{{{ and }}}} for braces)"
+                )
+
+
+__all__ = ["PLACEHOLDERS", "PROBES", "LaunchArguments", "check_launch"]
