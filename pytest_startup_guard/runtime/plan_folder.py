@@ -61,7 +61,10 @@ def owner_gone(folder: str | os.PathLike[str]) -> bool:
     if len(parts) != 4 or not parts[0].isdigit() or not parts[1].isdigit():
         return False
     pid, started, boot, namespace = int(parts[0]), int(parts[1]), parts[2], parts[3]
-    if boot != (boot_id() or "-"):
+    this_boot = boot_id()
+    if boot == "-" or not this_boot:
+        return False  # a boot id that could not be read proves nothing: never guess "gone"
+    if boot != this_boot:
         return True  # made before this boot: nothing of that boot runs now
     if namespace != (pid_namespace() or "-"):
         return False  # its pid means another process here: nothing can be told
