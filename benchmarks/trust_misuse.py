@@ -110,7 +110,7 @@ def figures(quick: bool) -> list[Figure]:
     unclear = "; ".join(f"{case}: {problems[0]}" for case, problems in measured["unclear"].items())
     return [
         figure(
-            "misuse cases",
+            "trust: misuse cases",
             measured["cases"],
             "cases",
             target=">= 100",
@@ -118,7 +118,7 @@ def figures(quick: bool) -> list[Figure]:
             detail=places,
         ),
         figure(
-            "misuses with a clear error",
+            "trust: misuses with a clear error",
             100.0 * measured["share"],
             "%",
             target="100 %",

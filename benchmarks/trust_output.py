@@ -119,7 +119,7 @@ def figures(quick: bool) -> list[Figure]:
     )
     return [
         figure(
-            f"ready.log CPU of pytest, 2 x {megabytes} MB of output",
+            f"trust: ready.log CPU of pytest, 2 x {megabytes} MB of output",
             measured["cpu_seconds"],
             "s",
             target="< 1 s",
@@ -127,7 +127,7 @@ def figures(quick: bool) -> list[Figure]:
             detail=detail,
         ),
         figure(
-            f"ready.log extra peak memory of pytest, 2 x {megabytes} MB of output",
+            f"trust: ready.log extra peak memory of pytest, 2 x {megabytes} MB of output",
             measured["extra_peak_mb"],
             "MB",
             target="< 50 MB",
