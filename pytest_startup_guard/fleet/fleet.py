@@ -46,6 +46,7 @@ from pytest_startup_guard.runtime.process_group import (
     led_by,
     marked,
 )
+from pytest_startup_guard.runtime.process_identity import running as still_running
 from pytest_startup_guard.runtime.process_identity import same_process
 from pytest_startup_guard.runtime.protocol import RUN_ENV
 from pytest_startup_guard.runtime.run_marker import new_tree
@@ -54,15 +55,6 @@ from pytest_startup_guard.runtime.run_marker import new_tree
 CATCH_UP_SECONDS = 2.0
 # At teardown, how long workers still starting up get to end or go quiet before the stop.
 TEARDOWN_SETTLE_SECONDS = 2.0
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` is still a running process (a zombie has ended)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
 
 
 @dataclass
@@ -143,7 +135,10 @@ class Fleet:
                     for record in self.controller.processes.values()
                     if record.member == server.member
                 ]
-            if all(record.ended_t is not None or _alive(record.pid) for record in records):
+            if all(
+                record.ended_t is not None or still_running(record.pid, record.started)
+                for record in records
+            ):
                 return
             time.sleep(0.01)
 

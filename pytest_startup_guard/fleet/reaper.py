@@ -25,8 +25,8 @@ could still write there) removes every registered folder (``shutil.rmtree``, err
 A registered process is signalled only while its pid has the start time it was registered
 with, and a group only while its leader is that process or a process in it carries the run id.
 
-Standard library, psutil and ``runtime`` only, loaded when needed: at its start, the stale plan
-folders; at its end, ending what is left.
+Standard library and ``runtime.plan_folder`` at import (the stale plan folders go at its start);
+psutil and ``runtime.process_group`` only when it ends what is left.
 """
 
 from __future__ import annotations
@@ -36,6 +36,13 @@ import os
 import signal
 import stat
 import sys
+
+# Standard library only: the reaper removes stale plan folders at every start.
+from pytest_startup_guard.runtime.plan_folder import (
+    is_plan_folder_name,
+    plan_temp_dir,
+    stale_plan_folders,
+)
 
 # Not typing's, and no dataclasses, subprocess or threading at import: the reaper process loads
 # this module at every start, and needs none of them (the pytest side imports what it uses).
@@ -50,7 +57,6 @@ if TYPE_CHECKING:
     import psutil
 
 GRACE_SECONDS = 5.0
-PLAN_PREFIX = "sg-"  # runtime.plan_folder: mkdtemp(prefix="sg-...", dir=plan_temp_dir())
 
 
 class _Entry:
@@ -138,8 +144,6 @@ def _victims(entries: list[_Entry]) -> list[psutil.Process]:
 
 def plan_temp_dirs() -> list[str]:
     """Where plan folders are made (``plan_folder.plan_temp_dir``). pytest side."""
-    from pytest_startup_guard.runtime.plan_folder import plan_temp_dir
-
     return [plan_temp_dir()]
 
 
@@ -150,7 +154,7 @@ def folder_allowed(path: str, temp_dirs: Iterable[str]) -> bool:
     if not os.path.isabs(path) or os.path.normpath(path) != path or "\0" in path:
         return False
     parent, name = os.path.split(path)
-    if not name.startswith(PLAN_PREFIX) or len(name) <= len(PLAN_PREFIX):
+    if not is_plan_folder_name(name):
         return False
     return parent in {os.path.normpath(folder) for folder in temp_dirs if os.path.isabs(folder)}
 
@@ -188,8 +192,6 @@ def main() -> int:
 
 def remove_stale_folders(temp_dirs: Sequence[str]) -> None:
     """Remove the plan folders of runs whose pytest and reaper both died (their owner is gone)."""
-    from pytest_startup_guard.runtime.plan_folder import stale_plan_folders
-
     remove_folders(stale_plan_folders(temp_dirs))
 
 

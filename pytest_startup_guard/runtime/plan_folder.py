@@ -40,6 +40,11 @@ def plan_temp_dir() -> str:
     return base if len(base) <= MAX_TEMP_DIR else "/tmp"
 
 
+def is_plan_folder_name(name: str) -> bool:
+    """Whether ``name`` is a plan folder's: ``sg-`` and more after it."""
+    return name.startswith(PLAN_PREFIX) and len(name) > len(PLAN_PREFIX)
+
+
 def make_plan_folder(prefix: str = PLAN_PREFIX) -> Path:
     """A new private folder ``<prefix>*`` in ``plan_temp_dir()``, with its owner file."""
     if not prefix.startswith(PLAN_PREFIX):
@@ -82,7 +87,7 @@ def stale_plan_folders(temp_dirs: Iterable[str]) -> list[str]:
         except OSError:
             continue
         for name in names:
-            if not name.startswith(PLAN_PREFIX) or len(name) <= len(PLAN_PREFIX):
+            if not is_plan_folder_name(name):
                 continue
             path = os.path.join(temp_dir, name)
             try:
@@ -114,6 +119,7 @@ __all__ = [
     "MAX_TEMP_DIR",
     "OWNER_FILE",
     "PLAN_PREFIX",
+    "is_plan_folder_name",
     "make_plan_folder",
     "owner_gone",
     "plan_temp_dir",

@@ -26,6 +26,7 @@ import signal
 import socket
 import struct
 import sys
+from typing import NamedTuple
 
 _STAT_STATE = 0  # fields after the command's closing ")": field 3 of /proc/<pid>/stat
 _STAT_PGRP = 2  # field 5
@@ -33,14 +34,29 @@ _STAT_START = 19  # field 22: starttime, clock ticks after boot
 _LINUX = sys.platform.startswith("linux")
 
 
-def proc_stat(pid: int) -> list[bytes] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command (from the state on); None if gone.
+class ProcStat(NamedTuple):
+    """What ``/proc/<pid>/stat`` tells of a process: its state letter (``R``, ``S``, ``Z`` a
+    zombie, ``X`` dead, ...), its process group and its start time (clock ticks after boot)."""
+
+    state: bytes
+    pgid: int
+    started: int
+
+    @property
+    def runs(self) -> bool:
+        """Not a zombie nor dead: it runs (a zombie only waits to be reaped)."""
+        return self.state not in (b"Z", b"X")
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """``pid``'s ``/proc/<pid>/stat`` facts (Linux); None if it is gone or cannot be read.
 
     Split after the last ")": the command in between may hold spaces and parentheses."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return ProcStat(fields[_STAT_STATE], int(fields[_STAT_PGRP]), int(fields[_STAT_START]))
+    except (OSError, IndexError, ValueError):
         return None
 
 
@@ -48,10 +64,8 @@ def start_time(pid: int) -> int | None:
     """When ``pid``'s current process started (comparable only with this function's other
     answers on this machine); None when no process has that pid, or it cannot be read."""
     if _LINUX:
-        fields = proc_stat(pid)
-        if fields is None or len(fields) <= _STAT_START:
-            return None
-        return int(fields[_STAT_START])
+        facts = proc_stat(pid)
+        return None if facts is None else facts.started
     import psutil
 
     try:
@@ -69,14 +83,8 @@ def running(pid: int, started: int | None) -> bool:
     """``same_process``, and not a zombie: it still runs (a zombie only waits to be reaped)."""
     if not _LINUX:
         return same_process(pid, started)
-    fields = proc_stat(pid)
-    return (
-        fields is not None
-        and started is not None
-        and len(fields) > _STAT_START
-        and int(fields[_STAT_START]) == started
-        and fields[_STAT_STATE] not in (b"Z", b"X")
-    )
+    facts = proc_stat(pid)
+    return facts is not None and started is not None and facts.started == started and facts.runs
 
 
 def signal_process(pid: int, started: int | None, number: int) -> bool:
@@ -145,6 +153,7 @@ def pid_namespace() -> str:
 
 
 __all__ = [
+    "ProcStat",
     "boot_id",
     "peer_credentials",
     "pid_namespace",

@@ -36,8 +36,6 @@ from typing import Protocol
 from pytest_startup_guard.runtime.process_identity import proc_stat
 from pytest_startup_guard.runtime.protocol import RUN_ENV
 
-_PGRP, _START = 2, 19  # /proc/<pid>/stat fields after the command (process_identity)
-
 
 class Keeper(Protocol):
     """What outlives this process and, when it dies, ends every process of the run."""
@@ -121,10 +119,10 @@ def carriers(marker: str, *, whole_run: bool = False) -> list[Carrier]:
     found = []
     for pid in _own_pids():
         if _environ_has(pid, wanted):
-            fields = proc_stat(pid)
-            if fields is None or len(fields) <= _START or fields[0] in (b"Z", b"X"):
+            facts = proc_stat(pid)
+            if facts is None or not facts.runs:
                 continue  # gone since, or a zombie: it runs no more
-            found.append(Carrier(pid, int(fields[_PGRP]), int(fields[_START])))
+            found.append(Carrier(pid, facts.pgid, facts.started))
     return found
 
 
