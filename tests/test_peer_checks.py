@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from pytest_startup_guard.runtime.controller import RuntimeController
 from pytest_startup_guard.runtime.process_identity import start_time
@@ -38,16 +39,6 @@ def say_hello(path: Path, claimed_pid: int) -> dict[str, object]:
             frames = reader.feed(sock.recv(65536))
             if frames:
                 return decode(frames[0])
-
-
-def wait_for(check: object, seconds: float = 30.0) -> bool:
-    assert callable(check)
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @pytest.mark.skipif(not LINUX, reason="SO_PEERCRED is Linux's; elsewhere the claimed pid is kept")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from pytest_startup_guard.runtime.process_group import (
     Child,
@@ -82,16 +83,6 @@ def gone_soon(pid: int, seconds: float = 5.0) -> bool:
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     return not alive(pid)
-
-
-def wait_for(check: object, seconds: float = 10.0) -> bool:
-    assert callable(check)
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def terms(folder: Path, who: str) -> int:
@@ -218,7 +209,7 @@ def test_a_child_that_exited_is_not_reaped_so_its_group_stays_ours(leader_args: 
     process, helper = start(leader_args, "", "exit")
     try:
         child = Child(process)
-        assert wait_for(child.ended)
+        assert wait_for(child.ended, 10.0)
         assert process.returncode is None  # not reaped: still ours, as a zombie
         assert Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
         assert child.holds_group() and led_by(process).proof()
@@ -267,7 +258,7 @@ def test_a_pid_whose_start_time_changed_is_never_signalled(
         assert terms(tmp_path, "helper") == 0
         assert Verified(helper, started + 1).ended()  # not that process: ended, as far as we go
         assert signal_process(helper, started, 15)
-        assert wait_for(lambda: terms(tmp_path, "helper") == 1)
+        assert wait_for(lambda: terms(tmp_path, "helper") == 1, 10.0)
         assert not Verified(helper, started).ended()
     finally:
         end_group(process)
@@ -303,9 +294,9 @@ def test_carriers_are_the_processes_of_one_tree_or_one_run_and_never_another(
         ["sh", "-c", "exec env -i sleep 60"], env={**os.environ, RUN_ENV: f"{run}:1"}
     )
     try:
-        assert wait_for(lambda: all(start_time(p.pid) for p in [*sleepers.values(), cleared]))
+        assert wait_for(lambda: all(start_time(p.pid) for p in [*sleepers.values(), cleared]), 10.0)
         pids = {name: process.pid for name, process in sleepers.items()}
-        assert wait_for(lambda: cleared.pid not in {c.pid for c in carriers(f"{run}:1")})
+        assert wait_for(lambda: cleared.pid not in {c.pid for c in carriers(f"{run}:1")}, 10.0)
         assert {c.pid for c in carriers(f"{run}:1")} == {pids["tree 1"]}
         whole = {c.pid for c in carriers(run, whole_run=True)}
         assert whole == {pids["tree 1"], pids["tree 10"]}

@@ -9,13 +9,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 from benchmark_module import benchmark_module
+from waiting import wait_for
 
 from pytest_startup_guard.fleet import reaper as reaper_module
 from pytest_startup_guard.fleet.reaper import Reaper, folder_allowed
@@ -31,16 +31,6 @@ def short_temp() -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def wait_until(check: object, within: float) -> bool:
-    assert callable(check)
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def alive(pid: int) -> bool:
@@ -154,7 +144,7 @@ def test_a_folder_is_removed_after_the_trees_end(tmp_path: Path) -> None:
         start_new_session=True,
     )
     try:
-        assert wait_until(lambda: any(plan.iterdir()), 30)
+        assert wait_for(lambda: any(plan.iterdir()), 30, interval=0.05)
         process = psutil.Process(writer.pid)
         line = f"add {writer.pid} {process.create_time()} {os.getpgid(writer.pid)}\n"
         completed = subprocess.run(
