@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_startup_guard.runtime.process_identity import proc_stat
+
 WITHIN_SECONDS = 15.0  # the issue's bound: after kill -9, everything of the run is gone by then
 
 # Written next to the inner test file as ``detachers.py``: the members and how to launch them.
@@ -208,12 +210,9 @@ def _user_env() -> dict[str, str]:
 
 
 def _start(pid: int) -> int | None:
-    """Field 22 of /proc/<pid>/stat (None if gone, or a zombie: it runs no more)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] in (b"Z", b"X") else int(fields[19])
+    """The start time of ``pid`` (None if gone, or a zombie: it runs no more)."""
+    facts = proc_stat(pid)
+    return facts.started if facts is not None and facts.runs else None
 
 
 def _carriers(run_id: str) -> dict[int, int]:
