@@ -7,10 +7,14 @@ protocol (``protocol``), the flag that hides the plugin's own file operations
 starting a process in a session of its own and ending its whole group (``process_group``), the run's
 marker in every started process's environment (``run_marker``), telling a process by its start
 time before signalling it (``process_identity``), plan folders that name their owner
-(``plan_folder``) and what processes wrote and reached (``footprint``).
+(``plan_folder``) and what processes wrote and reached (``footprint``); the names of the file
+operations users give (``operations``); a probe's close and the faulted locks in the child
+(``child_ports``, ``child_locks``); and the interposer that makes native code's file calls
+accesses (``native``).
 
-Children import ``boot``, ``child``, ``observation`` and ``protocol`` at interpreter start, so
-those load built-in modules only; keep this file free of imports.
+Children import ``boot``, ``child``, ``child_ports``, ``child_locks``, ``observation`` and
+``protocol`` at interpreter start, so those load built-in modules only; keep this file free of
+imports.
 
 May import: nothing else of the plugin (the root's ``errors`` and ``checks`` only).
 """

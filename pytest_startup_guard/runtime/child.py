@@ -16,6 +16,9 @@ plan it:
 - when the controller asks for them (a launch with port faults), also reports every
   ``socket.bind`` of an internet address before it happens, and waits while the controller
   answers "wait" (how ``same_port`` lets one member bind before the other);
+- when the controller asks for them (``port_stolen``), also reports each close of a TCP socket
+  it bound to an internet address, a probe for a free port, before the close returns
+  (``child_ports``);
 - when it is exiting with a failure (an uncaught exception, or ``sys.exit`` with a non-zero
   status), freezes the garbage collector after every exit handler of the program has run, so
   that finalization does not trace every object again: a server that imported transformers
@@ -55,10 +58,12 @@ import select
 import sys
 import time
 
+from pytest_startup_guard.runtime import child_locks, child_ports
 from pytest_startup_guard.runtime.observation import is_unobserved, set_unobserved
 from pytest_startup_guard.runtime.protocol import (
     ACCESS_EVENTS,
     ANCESTRY_ENV,
+    DESCRIPTOR_EVENTS,
     FOOTPRINT_EVENTS,
     MEMBER_ENV,
     PLAN_ENV,
@@ -73,7 +78,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import IO, Any, NoReturn
 
-    AccessSink = Callable[[str, str], None]
+    # (event, path, other) -> the errno the call must fail with, or None: it proceeds
+    AccessSink = Callable[[str, str, "str | None"], "int | None"]
 
 # Reported only when the controller asks (``binds`` in its hello reply). Binds are rare: they
 # are told apart only where an open's path is not a str, off the path of a common open.
@@ -82,6 +88,10 @@ BIND_EVENT = "socket.bind"
 # (A thread's uncaught exception raises no audit event: ``_thread._excepthook`` is wrapped.)
 EXCEPTHOOK_EVENT = "sys.excepthook"
 _HOOKED_EVENTS = ACCESS_EVENTS | {BIND_EVENT, EXCEPTHOOK_EVENT}
+# The access events whose path is not simply their first argument (``_operation_paths``).
+_TWO_PATH_EVENTS = frozenset({"os.rename", "os.symlink", "os.link"})
+_ODD_PATH_EVENTS = _TWO_PATH_EVENTS | DESCRIPTOR_EVENTS
+_MAX_ACCESS_WAIT = 0.05  # seconds: the longest a single "wait" answer may make an access sleep
 # What the audit hook looks at first: the footprint events join only where they are reported.
 _hooked_events: frozenset[str] = _HOOKED_EVENTS
 _MAX_BIND_WAIT = 0.05  # seconds: the longest a single "wait" answer may make a bind sleep
@@ -228,35 +238,96 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     if not prefixes or not args:
         _rare_event(event, args)
         return
-    path = args[0]
-    if type(path) is not str:  # a bind's or the excepthook's first argument ends up here
-        if isinstance(path, bytes):
-            path = os.fsdecode(path)
-        elif isinstance(path, os.PathLike):
-            path = os.fspath(path)
-            if isinstance(path, bytes):
-                path = os.fsdecode(path)
-        else:
+    other: str | None = None
+    if event in _ODD_PATH_EVENTS:
+        path, other = _operation_paths(event, args)
+        if path is None:
+            return
+    else:
+        path = _as_text(args[0])
+        if path is None:  # a bind's or the excepthook's first argument ends up here
             _rare_event(event, args)
             return  # a file descriptor, or nothing
-    if not path.startswith(prefixes):
-        if path.startswith("/"):
-            return
-        path = os.path.join(os.getcwd(), path)
-        if not path.startswith(prefixes):
-            return
+    if not _is_watched(path, prefixes):
+        path = _absolute(path)
+        if not _is_watched(path, prefixes):
+            if other is None:
+                return
+            other = _absolute(other)
+            if not _is_watched(other, prefixes):
+                return  # a rename or link from and to places nobody watches
     if is_unobserved():
         return  # the plugin's own file operations (and the sink's) are not accesses
     sink = _state.sink
     if sink is None:
         return
+    failure: int | None = None
     set_unobserved(True)
     try:
-        sink(event, path)
-    except Exception:  # nothing here may ever break the caller's open
+        failure = sink(event, path, other)
+    except Exception:  # nothing here may ever break the caller's operation
         pass
     finally:
         set_unobserved(False)
+    if failure:
+        # A fault the test asked for: the call fails as the system call would, raised from the
+        # audit hook, which aborts the call before it runs.
+        raise _os_error(failure, event, args)
+
+
+def _as_text(path: Any) -> str | None:
+    """A path argument as text, or None for a descriptor (or anything that is not a path)."""
+    if type(path) is str:
+        return path
+    if isinstance(path, bytes):
+        return os.fsdecode(path)
+    if isinstance(path, os.PathLike):
+        text = os.fspath(path)
+        return os.fsdecode(text) if isinstance(text, bytes) else text
+    return None
+
+
+def _is_watched(path: str, prefixes: tuple[str, ...]) -> bool:
+    """Under a watched folder, or the folder itself (a listing of it: the prefixes end in /)."""
+    return path.startswith(prefixes) or (path + "/") in prefixes
+
+
+def _absolute(path: str) -> str:
+    return path if path.startswith("/") else os.path.join(os.getcwd(), path)
+
+
+def _operation_paths(event: str, args: tuple[Any, ...]) -> tuple[str | None, str | None]:
+    """(path, other) of an access whose path is not its first argument: a rename's old and new
+    name, the new name of a link or symlink and what it points at, a lock's descriptor's path
+    (``/proc/self/fd``; None where it cannot be read)."""
+    if event in DESCRIPTOR_EVENTS:  # (fd, operation, ...)
+        descriptor = args[0]
+        if type(descriptor) is not int:
+            try:
+                descriptor = descriptor.fileno()  # flock accepts any object with fileno()
+            except Exception:
+                return None, None
+        try:
+            return os.readlink(f"/proc/self/fd/{descriptor}"), None
+        except OSError:
+            return None, None
+    if len(args) < 2:
+        return None, None
+    first, second = _as_text(args[0]), _as_text(args[1])
+    if event == "os.rename":  # (src, dst, src_dir_fd, dst_dir_fd)
+        return first, second
+    return second, first  # os.symlink (src, dst, dir_fd), os.link (src, dst, ...)
+
+
+def _os_error(number: int, event: str, args: tuple[Any, ...]) -> OSError:
+    """The error the system call gives: errno, its message and the path(s) as the caller gave
+    them (``OSError`` picks its subclass from the errno: ENOENT is a FileNotFoundError)."""
+    message = os.strerror(number)
+    if event in DESCRIPTOR_EVENTS:
+        return OSError(number, message)
+    if event in _TWO_PATH_EVENTS and len(args) >= 2:
+        return OSError(number, message, args[0], None, args[1])
+    return OSError(number, message, args[0])
 
 
 def _rare_event(event: str, args: tuple[Any, ...]) -> None:
@@ -266,6 +337,7 @@ def _rare_event(event: str, args: tuple[Any, ...]) -> None:
     if event == BIND_EVENT:
         if _state.binds:
             _report_bind(args)
+        child_ports.bound(args)  # a probe's close is reported when asked (port_stolen)
     elif event == EXCEPTHOOK_EVENT:
         if _state.plan is not None:
             _state.failing = True
@@ -296,19 +368,33 @@ def describe_exception(exc_type: Any, value: Any) -> str:
     return line if len(line) <= MAX_CAUSE else line[: MAX_CAUSE - 3] + "..."
 
 
-def _client_sink(event: str, path: str) -> None:
+def _client_sink(event: str, path: str, other: str | None) -> int | None:
+    """Report the access and wait for the controller's answer: the errno the call must fail
+    with, or None to go on; a "wait" answer makes it sleep and ask again."""
     client = _state.client
-    if client is not None:
-        client.request(
-            {
-                "op": "access",
-                "ev": event,
-                "path": path,
-                "t": time.monotonic(),
-                "pid": os.getpid(),
-                "tid": _thread.get_ident(),
-            }
-        )
+    if client is None:
+        return None
+    message: dict[str, Any] = {
+        "op": "access",
+        "ev": event,
+        "path": path,
+        "other": other,
+        "t": time.monotonic(),
+        "pid": os.getpid(),
+        "tid": _thread.get_ident(),
+    }
+    while True:
+        reply = client.request(message)
+        if not reply:
+            return None
+        failure = reply.get("errno")
+        if failure:
+            return int(failure)
+        wait = reply.get("wait")
+        if not wait:
+            return None
+        time.sleep(min(float(wait), _MAX_ACCESS_WAIT))
+        message = {**message, "again": 1, "t": time.monotonic()}
 
 
 def _report_bind(args: tuple[Any, ...]) -> None:
@@ -523,6 +609,8 @@ def _join(
         _arm_dump(*dump)
     _state.prefixes = tuple(reply.get("watch", ()))
     _state.binds = bool(reply.get("binds"))
+    child_ports.watch(bool(reply.get("probes")), client)
+    child_locks.watch(reply.get("locks"), client)  # lock_not_exclusive: locks that do not lock
     _set_footprint(bool(reply.get("footprint")))
     _state.sink = _client_sink
     fifo = reply.get("barrier")

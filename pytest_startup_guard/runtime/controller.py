@@ -10,7 +10,9 @@ Once ``report_binds`` was called, processes that say hello from then on also rep
 ``socket.bind`` of an internet address (``AccessEvent`` with op ``socket.bind`` and path
 ``host:port``, kept in ``binds``, not in ``accesses``); a bind listener may answer with a number
 of seconds to wait, and the child asks again after that long (the controller's thread is
-never blocked by it).
+never blocked by it). Once ``report_probes`` was called, they also report each close of a TCP
+socket they bound (``ProbeEvent``, kept in ``probes``; ``RuntimeListener.on_probe``), which may
+wait the same way.
 
 Once ``record_footprint`` was called, processes that say hello from then on also report,
 without waiting, every file they change and every address they reach (``footprint``: a
@@ -34,7 +36,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,6 +45,7 @@ from pytest_startup_guard.checks import text as checked_text
 from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.runtime import child as childruntime
 from pytest_startup_guard.runtime.footprint import FootprintEvent
+from pytest_startup_guard.runtime.native.doubles import NativeDoubles
 from pytest_startup_guard.runtime.plan_folder import make_plan_folder
 from pytest_startup_guard.runtime.process_identity import (
     peer_credentials,
@@ -60,6 +63,7 @@ from pytest_startup_guard.runtime.protocol import (
 )
 
 _OK = encode({"ok": 1})
+_MAX_LOCAL_WAIT = 0.05  # seconds: the longest one "wait" answer holds the test process at once
 
 TEST_PROCESS = "test"  # the member label of accesses made by the test process itself
 
@@ -92,6 +96,9 @@ class ProcessRecord:
     # only while the pid still has this start time. None: it was gone before it could be read.
     started: int | None = None
     claimed_pid: int | None = None  # the pid its hello named, where the kernel's differs
+    # It said hello from the native interposer (launch(native_accesses=True)), not the Python
+    # runtime: a program in C or another native language. It is never held at a start barrier.
+    native: bool = False
 
     @property
     def member_index(self) -> int | None:
@@ -102,8 +109,39 @@ class ProcessRecord:
 
 # What a reported event was: one of the audit events the child runtime reports as an access
 # (``protocol.ACCESS_EVENTS``), or the bind of an internet address (path "host:port").
-AccessOp = Literal["open", "os.listdir", "os.scandir", "socket.bind"]
-FILE_OPS: tuple[AccessOp, ...] = ("open", "os.listdir", "os.scandir")
+AccessOp = Literal[
+    "open",
+    "os.listdir",
+    "os.scandir",
+    "os.rename",
+    "os.mkdir",
+    "os.rmdir",
+    "os.remove",
+    "os.symlink",
+    "os.link",
+    "os.truncate",
+    "os.chmod",
+    "fcntl.flock",
+    "fcntl.lockf",
+    "socket.bind",
+]
+FILE_OPS: tuple[AccessOp, ...] = (
+    "open",
+    "os.listdir",
+    "os.scandir",
+    "os.rename",
+    "os.mkdir",
+    "os.rmdir",
+    "os.remove",
+    "os.symlink",
+    "os.link",
+    "os.truncate",
+    "os.chmod",
+    "fcntl.flock",
+    "fcntl.lockf",
+)
+# The accesses that read what is there: the others change it (or lock it).
+READ_OPS: tuple[AccessOp, ...] = ("open", "os.listdir", "os.scandir")
 BIND_OP: AccessOp = "socket.bind"
 
 
@@ -117,7 +155,7 @@ def file_op(name: object) -> AccessOp:
 
 @dataclass(frozen=True)
 class AccessEvent:
-    """One open, listdir or scandir under a watched folder, or one bind of an internet
+    """One file operation under a watched folder (``FILE_OPS``), or one bind of an internet
     address (op ``socket.bind``, path ``host:port``), reported before it happened."""
 
     pid: int
@@ -126,6 +164,11 @@ class AccessEvent:
     path: str
     t: float  # time.monotonic() in the accessing process (one clock for the machine)
     tid: int
+    # os.rename: the new name; os.link, os.symlink: what the new name (``path``) points at
+    other: str | None = None
+    # The process asks again after a listener answered "wait" (``AccessAnswer``): the same
+    # access, not a new one (it is not recorded or counted again).
+    again: bool = False
 
     @property
     def port(self) -> int | None:
@@ -141,6 +184,22 @@ class AccessEvent:
             return None
         return self.path.rsplit(":", 1)[0].removeprefix("[").removesuffix("]")
 
+    def paths(self) -> tuple[str, ...]:
+        """The paths the operation touches: ``path``, and a rename's new name."""
+        if self.op == "os.rename" and self.other is not None:
+            return (self.path, self.other)
+        return (self.path,)
+
+
+@dataclass(frozen=True)
+class AccessAnswer:
+    """What a listener wants of an access (``RuntimeListener.on_access``): the call fails with
+    ``errno``, as the system call would, or the process waits ``wait`` seconds and asks again
+    (the controller's thread is never blocked by it)."""
+
+    errno: int | None = None
+    wait: float = 0.0
+
 
 def _ended(record: ProcessRecord, t: float) -> None:
     record.ended_t = t if record.ended_t is None else min(record.ended_t, t)
@@ -149,6 +208,36 @@ def _ended(record: ProcessRecord, t: float) -> None:
 def bind_path(host: str, port: int) -> str:
     """``127.0.0.1:8000``, ``[::1]:8000``: the path of a bind event."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclass(frozen=True)
+class ProbeEvent:
+    """A process closed a TCP socket it had bound to ``host:port`` (once ``report_probes`` was
+    called): it may have probed for a free port, which it can bind again any moment now.
+    Reported after the close, before the close returns (``runtime/child_ports.py``)."""
+
+    pid: int
+    member: str | None  # "<group>:<index>", or None for unrelated processes
+    host: str
+    port: int
+    t: float  # time.monotonic() in the process, right after the close
+    again: bool  # it asks again after a "wait": the same probe, not a new one
+
+
+@dataclass(frozen=True)
+class LockEvent:
+    """A ``fcntl.flock`` or ``fcntl.lockf`` call on a path whose locks do not exclude (once
+    ``fault_locks`` named it for the caller's fleet), before it returns without locking
+    (``runtime/child_locks.py``): a take (``acquire``) or a release."""
+
+    pid: int
+    member: str | None  # "<group>:<index>", or None for unrelated processes
+    path: str  # the locked file, as /proc/self/fd names it
+    how: str  # "flock" or "lockf"
+    acquire: bool  # False: LOCK_UN
+    exclusive: bool  # LOCK_EX (a take), not LOCK_SH
+    t: float  # time.monotonic() in the process, at the call
+    again: bool  # it asks again after a "wait": the same call, not a new one
 
 
 AccessListener = Callable[[AccessEvent], None]
@@ -161,12 +250,25 @@ class RuntimeListener:
     thread (``on_release``: the thread that releases a fleet) with the controller's lock held;
     an exception it raises is kept in ``RuntimeController.errors``, never lost."""
 
-    def on_access(self, event: AccessEvent) -> None:
-        """A watched access, before it proceeds: the process waits until this returns."""
+    def on_access(self, event: AccessEvent) -> AccessAnswer | None:
+        """A watched access, before it proceeds: the process waits until this returns. An
+        ``AccessAnswer`` makes the call fail with an errno, or the process wait and ask again
+        (``event.again``); None lets it proceed."""
+        return None
 
     def on_bind(self, event: AccessEvent) -> float | None:
         """A bind of an internet address (once ``report_binds`` was called), before it
         proceeds; a positive number makes the binder wait that many seconds and ask again."""
+        return None
+
+    def on_probe(self, event: ProbeEvent) -> float | None:
+        """A probe's close (once ``report_probes`` was called), before the close returns; a
+        positive number makes the process wait that many seconds and ask again."""
+        return None
+
+    def on_lock(self, event: LockEvent) -> float | None:
+        """A lock call on a path of ``fault_locks``, before it returns; a positive number
+        makes the process wait that many seconds and ask again."""
         return None
 
     def on_release(self, t: float) -> None:
@@ -269,6 +371,9 @@ class RuntimeController:
         self.history: list[ProcessRecord] = []  # every hello, also of pids seen twice (exec)
         self.accesses: list[AccessEvent] = []
         self.binds: list[AccessEvent] = []  # socket.bind events, once report_binds() was called
+        self.probes: list[ProbeEvent] = []  # probes' closes, once report_probes() was called
+        self._report_probes = False
+        self._lock_faults: dict[str, tuple[str, ...]] = {}  # fleet group -> faulted lock paths
         # What processes changed and reached, once record_footprint() was called.
         self.footprint: list[FootprintEvent] = []
         self._record_footprint = False
@@ -292,6 +397,7 @@ class RuntimeController:
         self._expected: dict[int, str] = {}
         self._connections: set[_Connection] = set()  # read by in_flight() under the lock
         self._blocked: dict[int, float] = {}  # pid -> seconds its accesses waited for a reply
+        self._native_doubles = NativeDoubles()  # the libc calls of accesses Python reported
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -428,6 +534,19 @@ class RuntimeController:
         """Processes that say hello from now on report their binds of internet addresses."""
         with self._lock:
             self._report_binds = True
+
+    def report_probes(self) -> None:
+        """Processes that say hello from now on report each close of a TCP socket they bound
+        to an internet address (``ProbeEvent``), and wait for the reply."""
+        with self._lock:
+            self._report_probes = True
+
+    def fault_locks(self, group: str, paths: Iterable[str]) -> None:
+        """Processes of fleet ``group`` (members and their descendants) that say hello from now
+        on lock nothing with ``fcntl.flock``/``fcntl.lockf`` on ``paths`` (absolute, resolved;
+        a folder: every file under it), and report each such call (``LockEvent``)."""
+        with self._lock:
+            self._lock_faults[group] = tuple(paths)
 
     @property
     def lock(self) -> threading.RLock:
@@ -574,10 +693,15 @@ class RuntimeController:
 
     # -- serving ---------------------------------------------------------------------------
 
-    def _hello_reply(self, barrier: BarrierGroup | None) -> bytes:
+    def _hello_reply(self, barrier: BarrierGroup | None, member: str | None = None) -> bytes:
         reply: dict[str, Any] = {"ok": 1, "watch": list(self._watched)}
+        locks = self._lock_faults.get(member.rsplit(":", 1)[0]) if member else None
+        if locks:
+            reply["locks"] = list(locks)
         if self._report_binds:
             reply["binds"] = 1
+        if self._report_probes:
+            reply["probes"] = 1
         if self._record_footprint:
             reply["footprint"] = 1
         if barrier is not None:
@@ -667,6 +791,10 @@ class RuntimeController:
         if op == "hello":
             self._hello(connection, message)
         elif op == "access":
+            if self._native_doubles.is_double(message):  # reported by its Python audit hook
+                connection.sock.sendall(_OK)
+                return
+            other = message.get("other")
             event = AccessEvent(
                 pid=int(message["pid"]),
                 member=self._member_of(int(message["pid"])),
@@ -674,9 +802,12 @@ class RuntimeController:
                 path=str(message["path"]),
                 t=float(message["t"]),
                 tid=int(message.get("tid", 0)),
+                other=None if other is None else str(other),
+                again=bool(message.get("again")),
             )
-            self._dispatch(event)
-            connection.sock.sendall(_OK)
+            answer = self._dispatch(event)
+            self._native_doubles.answered(message, failed=bool(answer and answer.errno))
+            connection.sock.sendall(_encode_answer(answer))
             with self._lock:  # the process was held from its access until this reply
                 waited = max(0.0, time.monotonic() - event.t)
                 self._blocked[event.pid] = self._blocked.get(event.pid, 0.0) + waited
@@ -692,6 +823,10 @@ class RuntimeController:
             )
             wait = self._dispatch_bind(event)
             connection.sock.sendall(encode({"ok": 1, "wait": wait}) if wait else _OK)
+        elif op == "probe":
+            self._probe(connection, message)
+        elif op == "lock":
+            self._lock_call(connection, message)
         elif op == "released":  # a notice: no reply
             with self._lock:
                 if connection.pid in self.processes:
@@ -713,6 +848,14 @@ class RuntimeController:
         # tells (Linux: SO_PEERCRED; elsewhere the claimed one, in a folder only we can enter).
         pid = connection.peer_pid if connection.peer_pid is not None else claimed
         member = message.get("member")
+        native = bool(message.get("native"))  # the interposer of runtime/native
+        if native and message.get("python"):
+            # The interposer of a Python process, once its child runtime said hello: the
+            # process has its record; this connection carries what its native code accesses.
+            with self._lock:
+                reply = self._hello_reply(None, member)
+            connection.sock.sendall(reply)
+            return
         record = ProcessRecord(
             pid=pid,
             ppid=int(message.get("ppid", 0)),
@@ -724,6 +867,7 @@ class RuntimeController:
             dump_path=message.get("dump"),
             started=start_time(pid),
             claimed_pid=claimed if claimed != pid else None,
+            native=native,
         )
         connection.pid = pid
         connection.record = record
@@ -740,7 +884,9 @@ class RuntimeController:
                 previous.ended_t = None
             self.processes[pid] = record
             self.history.append(record)
-            if member and not record.forked and ":" in member:
+            # A native process is not held: it cannot wait at the barrier (its hello comes at
+            # its first file call, not before its code runs).
+            if member and not record.forked and not native and ":" in member:
                 group = self._groups.get(member.rsplit(":", 1)[0])
                 index = record.member_index
                 if group is not None and index is not None:
@@ -750,7 +896,7 @@ class RuntimeController:
                         group.held += 1
                         record.held = True
                         barrier = group
-            reply = self._hello_reply(barrier)
+            reply = self._hello_reply(barrier, member)
         connection.sock.sendall(reply)
 
     def _bye(self, connection: _Connection, message: dict[str, Any]) -> None:
@@ -790,14 +936,77 @@ class RuntimeController:
             record = self.processes.get(pid)
             return record.member if record is not None else None
 
-    def _dispatch(self, event: AccessEvent) -> None:
+    def _dispatch(self, event: AccessEvent) -> AccessAnswer | None:
+        """Tell every listener; the answer for the process: the first errno any of them asked
+        for, else the longest wait, else None (it proceeds)."""
+        failure: int | None = None
+        wait = 0.0
         with self._lock:
-            self.accesses.append(event)
+            if not event.again:
+                self.accesses.append(event)
             for listener in list(self._listeners):
                 try:
-                    listener.on_access(event)
+                    answer = listener.on_access(event)
                 except Exception as error:
                     self._failed(listener, f"{event.op} {event.path}", error)
+                    continue
+                if isinstance(answer, AccessAnswer):
+                    if answer.errno and failure is None:
+                        failure = answer.errno
+                    wait = max(wait, answer.wait)
+        if failure is not None:
+            return AccessAnswer(errno=failure)
+        return AccessAnswer(wait=wait) if wait > 0 else None
+
+    def _probe(self, connection: _Connection, message: dict[str, Any]) -> None:
+        """A probe's close: ask the listeners (the longest wait any asked for), then reply."""
+        pid = connection.pid if connection.pid is not None else int(message["pid"])
+        event = ProbeEvent(
+            pid=pid,
+            member=self._member_of(pid),
+            host=str(message["host"]),
+            port=int(message["port"]),
+            t=float(message["t"]),
+            again=bool(message.get("again")),
+        )
+        wait = 0.0
+        with self._lock:
+            if not event.again:
+                self.probes.append(event)
+            for listener in list(self._listeners):
+                try:
+                    asked = listener.on_probe(event)
+                except Exception as error:
+                    self._failed(listener, f"the probe of port {event.port}", error)
+                    continue
+                if asked:
+                    wait = max(wait, float(asked))
+        connection.sock.sendall(encode({"ok": 1, "wait": wait}) if wait else _OK)
+
+    def _lock_call(self, connection: _Connection, message: dict[str, Any]) -> None:
+        """A lock call that locks nothing: ask the listeners (the longest wait), then reply."""
+        pid = connection.pid if connection.pid is not None else int(message["pid"])
+        event = LockEvent(
+            pid=pid,
+            member=self._member_of(pid),
+            path=str(message["path"]),
+            how=str(message["how"]),
+            acquire=bool(message["acquire"]),
+            exclusive=bool(message.get("exclusive")),
+            t=float(message["t"]),
+            again=bool(message.get("again")),
+        )
+        wait = 0.0
+        with self._lock:
+            for listener in list(self._listeners):
+                try:
+                    asked = listener.on_lock(event)
+                except Exception as error:
+                    self._failed(listener, f"the {event.how} of {event.path}", error)
+                    continue
+                if asked:
+                    wait = max(wait, float(asked))
+        connection.sock.sendall(encode({"ok": 1, "wait": wait}) if wait else _OK)
 
     def _dispatch_bind(self, event: AccessEvent) -> float:
         """Ask the bind listeners; the longest wait any of them asked for. A bind that may
@@ -816,14 +1025,32 @@ class RuntimeController:
                 self.binds.append(event)
         return wait
 
-    def _local_access(self, op: str, path: str) -> None:
-        self._dispatch(
-            AccessEvent(
-                pid=os.getpid(),
-                member=TEST_PROCESS,
-                op=file_op(op),
-                path=path,
-                t=time.monotonic(),
-                tid=threading.get_ident(),
-            )
+    def _local_access(self, op: str, path: str, other: str | None) -> int | None:
+        """An access of the test process itself: the errno its call must fail with, or None.
+        A "wait" answer is waited out here (the listeners run on this thread, not the
+        controller's)."""
+        event = AccessEvent(
+            pid=os.getpid(),
+            member=TEST_PROCESS,
+            op=file_op(op),
+            path=path,
+            t=time.monotonic(),
+            tid=threading.get_ident(),
+            other=other,
         )
+        while True:
+            answer = self._dispatch(event)
+            if answer is None:
+                return None
+            if answer.errno:
+                return answer.errno
+            time.sleep(min(answer.wait, _MAX_LOCAL_WAIT))
+            event = replace(event, t=time.monotonic(), again=True)
+
+
+def _encode_answer(answer: AccessAnswer | None) -> bytes:
+    if answer is None:
+        return _OK
+    if answer.errno:
+        return encode({"ok": 1, "errno": answer.errno})
+    return encode({"ok": 1, "wait": answer.wait})

@@ -18,6 +18,24 @@ access (open a race window): that wait is what makes a trigger deterministic. No
   ``os.symlink``: what the new name points at; else None): sent before the operation, only by a
   process whose hello reply said ``footprint`` (``RuntimeController.record_footprint``).
 
+The reply to an ``access`` (``ev``, ``path``, ``other``: a rename's new name or a link's
+source, else None; ``again``: it asks again after a ``wait``) is ``{"ok": 1}``, or with
+``"errno": N``: the call fails with that errno, as the system call would (the child raises
+``OSError(N, strerror, path)`` from its audit hook, which aborts the call), or with
+``"wait": seconds``: the child sleeps that long (at most 50 ms at a time) and asks again.
+
+A ``probe`` (``host``, ``port``, ``pid``, ``t``, ``tid``, ``again``), sent only by a process whose
+hello reply said ``probes`` (``RuntimeController.report_probes``), tells that it just closed a
+TCP socket it had bound to ``host:port`` (``runtime/child_ports.py``); its close returns once the
+reply came: ``{"ok": 1}``, or ``"wait": seconds`` to sleep that long and ask again (``again``).
+
+A ``lock`` (``path``, ``how``: ``"flock"`` or ``"lockf"``, ``acquire``: False for ``LOCK_UN``,
+``exclusive``, ``pid``, ``t``, ``tid``, ``again``), sent only by a process whose hello reply
+listed ``locks`` (paths, ``RuntimeController.fault_locks``), tells that it called ``flock`` or
+``lockf`` on a file at or under one of them, which locks nothing (``runtime/child_locks.py``);
+the call returns once the reply came: ``{"ok": 1}``, or ``"wait": seconds`` to sleep that long
+and ask again (``again``).
+
 Children import this at boot, before any user code: it uses built-in modules only (``marshal``,
 ``_socket``), no json, socket or typing, which would cost tens of milliseconds per process.
 """
@@ -38,9 +56,32 @@ RUN_ENV = "STARTUP_GUARD_RUN"
 PROTOCOL_VERSION = 3  # 3: bye and reaped
 _MARSHAL_VERSION = 4  # stable for plain values across CPython 3.x
 
-# The audit events that count as an access of the cache. Stat-like calls (os.stat, os.lstat,
-# os.path.exists, os.access, os.readlink) raise no audit event at all (CPython 3.11).
-ACCESS_EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
+# The audit events that count as an access under a watched folder: every file operation that
+# CPython audits (3.8+). Stat-like calls (os.stat, os.lstat, os.path.exists, os.access,
+# os.readlink) raise no audit event at all (CPython 3.11). The path of an access is its first
+# argument, except: os.symlink and os.link name what they create second (the new name), and
+# fcntl.flock/fcntl.lockf name a descriptor (its path is read from /proc/self/fd).
+ACCESS_EVENTS = frozenset(
+    {
+        "open",
+        "os.listdir",
+        "os.scandir",
+        "os.rename",  # also os.replace
+        "os.mkdir",
+        "os.rmdir",
+        "os.remove",  # also os.unlink
+        "os.symlink",
+        "os.link",
+        "os.truncate",  # also os.ftruncate
+        "os.chmod",  # also os.fchmod, os.lchmod
+        "fcntl.flock",
+        "fcntl.lockf",
+    }
+)
+# The access events whose first argument is a descriptor, not a path.
+DESCRIPTOR_EVENTS = frozenset({"fcntl.flock", "fcntl.lockf"})
+# The access events that name the path they create second: (src, dst, ...).
+SECOND_PATH_EVENTS = frozenset({"os.symlink", "os.link"})
 
 # The audit events of a process's footprint: what it changes on disk (an "open" counts only
 # with a flag that writes) and what it reaches on the network. Hooked only in a process asked
