@@ -172,7 +172,15 @@ class ArmedRace:
     # -- the engine (called with the controller's lock held) -----------------------------
 
     def watches(self, path: str) -> bool:
-        return path.startswith(self._watched)
+        """Under a watched folder, or the folder itself (a listing of it)."""
+        return path.startswith(self._watched) or (path.rstrip(os.sep) + os.sep) in self._watched
+
+    def _watched_path(self, event: AccessEvent) -> str | None:
+        """The path of ``event`` this race watches (a rename's old name, else its new one)."""
+        for path in event.paths():
+            if self.watches(path):
+                return path
+        return None
 
     def in_cache(self, path: str) -> bool:
         return path.startswith(self._cache_root)
@@ -184,8 +192,8 @@ class ArmedRace:
         access of the cache the process makes (``HF_HOME/token`` included), because closing is
         about how far the process got, whatever it touched.
         """
-        if self.disarmed:
-            return
+        if self.disarmed or event.again:
+            return  # an access asked again after a wait was judged when it was first made
         now = time.monotonic()
         # Judged as of when the process made the access, not when the controller got to it:
         # on a busy machine that can be later than the hold, and the access met the window.
@@ -198,16 +206,18 @@ class ArmedRace:
                     self.close(now)
             else:
                 holder.accesses_left -= 1
-        if not self.watches(event.path):
+        path = self._watched_path(event)
+        if path is None:
             return
-        count = self.accesses_seen.get(event.pid, 0) + 1
-        self.accesses_seen[event.pid] = count
         trigger = self.trigger
-        if isinstance(trigger, OnAccess) and count == trigger.nth:
-            self._hold(event.pid, event.member, now, trigger, reached=min(now, event.t))
-        if self.is_open and self.race.is_hit(self.target, event.path):
+        if not isinstance(trigger, OnAccess) or trigger.counts(event.op):
+            count = self.accesses_seen.get(event.pid, 0) + 1
+            self.accesses_seen[event.pid] = count
+            if isinstance(trigger, OnAccess) and count == trigger.nth:
+                self._hold(event.pid, event.member, now, trigger, reached=min(now, event.t))
+        if self.is_open and self.race.is_hit(self.target, path):
             self.hits.append(
-                Hit(event.pid, event.member, event.op, event.path, event.t, len(self.windows) - 1)
+                Hit(event.pid, event.member, event.op, path, event.t, len(self.windows) - 1)
             )
 
     def _hold(

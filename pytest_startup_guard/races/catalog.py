@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import IO
 
 from pytest_startup_guard.cache.layout import break_hard_link, relative_link_target
@@ -22,6 +21,7 @@ from pytest_startup_guard.errors import (
 )
 from pytest_startup_guard.races.base import PathTarget, Race, RaceTarget
 from pytest_startup_guard.races.generic import GENERIC_RACES
+from pytest_startup_guard.races.held_locks import HELD_LOCKS, LockHeld
 from pytest_startup_guard.races.locks import STALE_LOCKS
 
 
@@ -185,53 +185,6 @@ class DanglingPointer(Race):
         os.replace(incomplete, target.blob)
 
 
-class LockHeld(Race):
-    """Another process holds the blob's ``.locks/<repo>/<etag>.lock`` with ``filelock``, as
-    huggingface_hub does while it downloads that blob: closed up to 0.18.0 (it locked
-    ``blobs/<etag>.lock``); open from 0.19.0 (``FileLock``, ``WeakFileLock`` from 0.22.0;
-    docs/hub-versions.md). Readers of the cache take no lock, so only code that takes this lock
-    can hit it (a download, a writer): this race is not part of ``transient="all"``."""
-
-    name = "lock_held"
-    # A whole download: huggingface_hub holds the lock across the HTTP request(s) of the blob,
-    # which no offline benchmark can time (its local part, WeakFileLock taken, blob written
-    # and moved: median 0.32 ms; benchmarks/bench_windows.py). 0.5 s, a small file's HEAD and
-    # GET from the Hub, kept from before; code that takes the lock waits for it, never retries.
-    window = 0.5
-    models = (
-        "huggingface_hub's download lock held on .locks/<repo>/<etag>.lock:"
-        " closed up to 0.18.0; open from 0.19.0 (WeakFileLock from 0.22.0)"
-    )
-    in_all = False
-
-    @Race.takes(RaceTarget)
-    def watched(self, target: RaceTarget) -> tuple[Path, ...]:
-        return (target.repo.path, target.lock.parent)
-
-    @Race.takes(RaceTarget)
-    def is_hit(self, target: RaceTarget, path: str) -> bool:
-        return os.path.abspath(path) == str(target.lock)
-
-    @Race.takes(RaceTarget)
-    def raced_files(self, target: RaceTarget) -> tuple[Path, ...]:
-        return (target.lock,)  # only code that takes the lock reads what this race races
-
-    @Race.takes(RaceTarget)
-    def open(self, target: RaceTarget) -> None:
-        from filelock import FileLock
-
-        target.lock.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(target.lock))
-        lock.acquire(timeout=5)
-        target.state["lock"] = lock
-
-    @Race.takes(RaceTarget)
-    def close(self, target: RaceTarget) -> None:
-        lock = target.state.pop("lock", None)
-        if lock is not None:
-            lock.release()
-
-
 _HUB_RACES: tuple[type[Race], ...] = (
     PointerSwap,
     RefRewrite,
@@ -239,7 +192,7 @@ _HUB_RACES: tuple[type[Race], ...] = (
     DanglingPointer,
     LockHeld,
 )
-_BUILTIN: tuple[type[Race], ...] = (*_HUB_RACES, *GENERIC_RACES, *STALE_LOCKS)
+_BUILTIN: tuple[type[Race], ...] = (*_HUB_RACES, *GENERIC_RACES, *STALE_LOCKS, *HELD_LOCKS)
 RACES: dict[str, type[Race]] = {race.name: race for race in _BUILTIN}
 
 

@@ -31,10 +31,13 @@ class PluginRoots:
     def roots(self) -> dict[str, Path]:
         return dict(self._provider()) if self._provider is not None else {}
 
-    def check(self, path: str | os.PathLike[str], where: str) -> tuple[str, Path, Path]:
+    def check(
+        self, path: str | os.PathLike[str], where: str, *, allow_root: bool = False
+    ) -> tuple[str, Path, Path]:
         """``(root name, root, path)``, every symlink on the way resolved but the last part
-        (a race on a link races the link). Refuses a path under no root, a root itself, and
-        the run's shared caches."""
+        (a race on a link races the link). Refuses a path under no root, a root itself (unless
+        ``allow_root``: a fault that changes nothing on disk may cover a whole root), and the
+        run's shared caches."""
         if not isinstance(path, (str, os.PathLike)):
             raise ArgumentTypeError(
                 f"{where} needs a path (str or os.PathLike), not {type(path).__name__}"
@@ -52,7 +55,7 @@ class PluginRoots:
         for name, root in roots.items():
             real_root = Path(os.path.realpath(root))
             if _under(resolved, real_root):
-                if resolved == real_root:
+                if resolved == real_root and not allow_root:
                     raise StartupGuardError(
                         f"{where}: {given} is {name} itself; name a file or folder inside it"
                     )

@@ -1,7 +1,8 @@
 """When a race window opens and closes.
 
-- ``on_access(nth=1, hold=None, accesses=None)`` (the default): right before a process's
-  ``nth`` access under the race's folders; deterministic. With no hold, it holds the window
+- ``on_access(nth=1, hold=None, accesses=None, op=None)`` (the default): right before a
+  process's ``nth`` access (of operation ``op``, if given) under the race's folders;
+  deterministic. With no hold, it holds the window
   open for the race's modelled window (``Race.window``) plus ``WINDOW_MARGIN``.
 - ``after(seconds, hold=0.5)``: a fixed time after the fleet is released, for processes the
   child runtime cannot see (non-Python servers, reads inside Rust extensions).
@@ -13,12 +14,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 # ``after(seconds, ...)`` has a parameter of that name: the check is ``_seconds`` here.
 from pytest_startup_guard.checks import seconds as _seconds
 from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.errors import InvalidArgumentError
+from pytest_startup_guard.runtime.operations import operation_events, operation_name
 
 # The default hold of ``on_access()`` is the race's window (``Race.window``: how long its real
 # writer keeps the fault on disk, measured by benchmarks/bench_windows.py; 16 µs to 0.43 ms on
@@ -45,13 +48,23 @@ class OnAccess:
     hold: float | None = None  # None: the race's window + WINDOW_MARGIN, set when it is armed
     accesses: int | None = None
     max_hold: float = 30.0  # with ``accesses``: the window closes by then whatever happens
+    # The audit events of the operations it waits for (``runtime/operations.py``); (): any.
+    ops: tuple[str, ...] = ()
 
     def describe(self) -> str:
+        op = ""
+        if self.ops:
+            names = [operation_name(event) for event in self.ops]
+            op = f", op={names[0]!r}" if len(names) == 1 else f", op={tuple(names)!r}"
         if self.accesses is not None:
-            return f"on_access(nth={self.nth}, accesses={self.accesses})"
+            return f"on_access(nth={self.nth}, accesses={self.accesses}{op})"
         if self.hold is None:
-            return f"on_access(nth={self.nth})"
-        return f"on_access(nth={self.nth}, hold={self.hold:g})"
+            return f"on_access(nth={self.nth}{op})"
+        return f"on_access(nth={self.nth}, hold={self.hold:g}{op})"
+
+    def counts(self, op: str) -> bool:
+        """Whether an access by operation ``op`` (an audit event) counts towards ``nth``."""
+        return not self.ops or op in self.ops
 
     def for_window(self, window: float | None) -> OnAccess:
         """This trigger with its hold set: the race's ``window`` + ``WINDOW_MARGIN`` where none
@@ -88,19 +101,29 @@ class Placed:
 Trigger = OnAccess | After | Chaos | Placed
 
 
-def on_access(nth: int = 1, hold: float | None = None, accesses: int | None = None) -> OnAccess:
+def on_access(
+    nth: int = 1,
+    hold: float | None = None,
+    accesses: int | None = None,
+    op: str | Sequence[str] | None = None,
+) -> OnAccess:
     """Open right before each process's ``nth`` access under the race's folders (the repo's
     folder: every process meets the fault at its own ``nth`` access at the latest); close
     ``hold`` seconds of the triggering process's own time after the last process that triggered
     it or, with ``accesses=N``, once each triggering process has made N accesses of the cache
     inside the window, the triggering one included (any file under the cache root counts,
     ``HF_HOME/token`` too). With no ``hold``, the race's modelled window (``Race.window``, the
-    time its real writer keeps the fault on disk) plus ``WINDOW_MARGIN`` (20 ms)."""
+    time its real writer keeps the fault on disk) plus ``WINDOW_MARGIN`` (20 ms).
+
+    ``op`` names the operation(s) it waits for: ``nth`` counts only those (``"rename"``:
+    right before the process's nth rename or replace under the race's folders). Every file
+    operation the child runtime sees is an access: ``runtime/operations.py`` lists them."""
     where = "on_access()"
     return OnAccess(
         nth=whole_number("nth", nth, where, minimum=1),
         hold=None if hold is None else _seconds("hold", hold, where),
         accesses=None if accesses is None else whole_number("accesses", accesses, where, minimum=1),
+        ops=() if op is None else operation_events(op, "op", where),
     )
 
 
