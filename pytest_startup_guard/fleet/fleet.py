@@ -23,8 +23,10 @@ from pathlib import Path
 
 from pytest_startup_guard.checks import pattern
 from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.fleet.lock_faults import LockFaults
 from pytest_startup_guard.fleet.port_faults import ArmedPortFault, PortFaults
 from pytest_startup_guard.fleet.ports import Lease
+from pytest_startup_guard.fleet.process_faults import ProcessFaults
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
 from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.fleet.workers import (
@@ -87,6 +89,9 @@ class Fleet:
         self.controller = controller
         self._reaper = reaper
         self.port_faults = port_faults
+        # faults on what its processes do (fs_error, network_fs, ...): set by the launcher
+        self.process_faults = ProcessFaults(())
+        self.lock_faults = LockFaults((), None)  # locks that do not exclude: set by the launcher
         self.races = races
         self.released_t: float | None = None
         self.stopped = False
@@ -239,7 +244,11 @@ class Fleet:
     def summary(self) -> str:
         ready = sum(1 for server in self.servers if server.ready)
         head = f"fleet of {len(self)} x `{self.label}`: {ready} of {len(self)} ready within {self.timeout:g} s"
-        faults = self.port_faults.lines()
+        faults = [
+            *self.port_faults.lines(),
+            *self.process_faults.lines(),
+            *self.lock_faults.lines(self.released_t),
+        ]
         return "\n".join([head, *faults, *(server.report() for server in self.servers)])
 
     def assert_all_ready(self) -> None:
@@ -326,6 +335,8 @@ class Fleet:
             server.stopped_t = stopped_t
         self.stopped = True
         self.port_faults.close()  # ports taken by port_taken faults are given back
+        self.process_faults.close()
+        self.lock_faults.close(self.controller)
         with _alarm_blocked():
             members = [running.process for running in self._running]
             descendants = self._descendants()

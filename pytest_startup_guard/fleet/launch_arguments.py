@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.checks import (
     environment,
+    flag,
     folder,
     instance,
     seconds,
@@ -27,8 +28,9 @@ from pytest_startup_guard.checks import (
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 
 PROBES = "ready.http(), ready.tcp(), ready.log(...), ready.file(...) or ready.call(...)"
-PLACEHOLDERS = ("port", "index", "count")
+PLACEHOLDERS = ("port", "index", "count", "port<i>")
 _PLACEHOLDER = re.compile(r"\{(\w*)\}")
+_OTHER_PORT = re.compile(r"port(\d+)")  # {port0}: the port member 0 is told
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ def check_launch(
     cache: object = None,
     ports: object = None,
     workers: object = None,
+    native_accesses: object = False,
 ) -> LaunchArguments:
     """Every argument of one launch, or an error naming the first bad one (``where``:
     ``server_fleet.launch()`` or ``server_fleet.explore()``)."""
@@ -77,7 +80,8 @@ def check_launch(
         _ports(ports, checked_count, where)
     if workers is not None:
         whole_number("workers", workers, where, minimum=1, meaning="worker processes per member")
-    _placeholders(checked_argv, where)
+    flag("native_accesses", native_accesses, where)
+    _placeholders(checked_argv, where, checked_count)
     return LaunchArguments(checked_argv, checked_timeout)
 
 
@@ -149,11 +153,21 @@ def _ports(ports: object, count: int, where: str) -> None:
         whole_number(f"ports[{position}]", port, where, minimum=1, maximum=65535)
 
 
-def _placeholders(argv: Sequence[str], where: str) -> None:
-    """Only ``{port}``, ``{index}`` and ``{count}`` (as ``launcher.fill_placeholders`` reads
-    them: ``{{`` and ``}}`` write braces around anything else)."""
+def _placeholders(argv: Sequence[str], where: str, count: int) -> None:
+    """Only ``{port}``, ``{index}``, ``{count}`` and ``{port<i>}`` for a member i of the launch
+    (as ``launcher.fill_placeholders`` reads them: ``{{`` and ``}}`` write braces around
+    anything else)."""
     for position, arg in enumerate(argv):
         for match in _PLACEHOLDER.finditer(arg):
+            other = _OTHER_PORT.fullmatch(match.group(1))
+            if other is not None:
+                if int(other.group(1)) >= count:
+                    raise InvalidArgumentError(
+                        f"invalid placeholder {match.group(0)} in argv[{position}] {arg!r} of"
+                        f" {where}: {{port<i>}} names member i's port, and this launch has"
+                        f" members 0 to {count - 1} (count={count})"
+                    )
+                continue
             if match.group(1) not in PLACEHOLDERS:
                 known = ", ".join("{" + key + "}" for key in PLACEHOLDERS)
                 raise InvalidArgumentError(

@@ -8,7 +8,9 @@ stacks are collected). Output goes to a file per member, never to a pipe that co
 
 ``faults=`` puts port faults on a launch (``port_faults``): they are armed before any member
 starts, a member they involve is probed only on a port its own tree listens on, and a fault
-that no member met fails the launch.
+that no member met fails the launch. Lock faults (``lock_faults``: locks that do not exclude)
+are told to the members at their hello, and name themselves in the reason of a member that
+failed after it held such a lock at once with another.
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exit_wait import ExitWait
+from pytest_startup_guard.fleet.fault_kinds import Fault
 from pytest_startup_guard.fleet.fleet import Fleet, RunningMember
 from pytest_startup_guard.fleet.launch_arguments import check_launch
+from pytest_startup_guard.fleet.lock_faults import LockFaults, split_lock_faults
 from pytest_startup_guard.fleet.output import printed_something
-from pytest_startup_guard.fleet.port_faults import PortFault, PortFaults
+from pytest_startup_guard.fleet.port_faults import PortFaults
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
+from pytest_startup_guard.fleet.process_faults import ProcessFaults, split_faults
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.fleet.workers import (
@@ -42,18 +47,22 @@ from pytest_startup_guard.fleet.workers import (
     listening_pids,
 )
 from pytest_startup_guard.races.hubrace import HubRace
+from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.runtime.controller import RuntimeController
+from pytest_startup_guard.runtime.native.build import interposer_library, preload_env
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 from pytest_startup_guard.wording import printable
 
 _PLACEHOLDER = re.compile(r"\{(\w*)\}")
-PLACEHOLDERS = ("port", "index", "count")
+PLACEHOLDERS = ("port", "index", "count", "port<i>")
+_OTHER_PORT = re.compile(r"\{port\d+\}")  # {port0}: the port member 0 is told
 POLL_SECONDS = 0.01  # how often a member's exit and probe are looked at
 WAIT_SAMPLE_EVERY = 5  # polls between two reads of a member's CPU wait (it is gone once reaped)
 
 
 def fill_placeholders(argv: Sequence[str], values: Mapping[str, object]) -> list[str]:
-    """Replace ``{port}``, ``{index}``, ``{count}``; any other ``{name}`` is a clear error."""
+    """Replace ``{port}``, ``{index}``, ``{count}`` and ``{port<i>}`` (the port member i is
+    told); any other ``{name}`` is a clear error."""
     filled = []
     for position, arg in enumerate(argv):
         if not isinstance(arg, str):
@@ -114,7 +123,7 @@ def runs_python(program: str) -> bool:
 def _needs_port(argv: Sequence[str], ready: ready_module.Probe) -> bool:
     """Whether members get a port: argv has ``{port}``, or the probe connects to one."""
     return (
-        any("{port}" in arg for arg in argv)
+        any("{port}" in arg or _OTHER_PORT.search(arg) for arg in argv)
         or isinstance(ready, (ready_module.Http, ready_module.Tcp))
         or getattr(ready, "needs_port", False)  # ready.file("...{port}...")
     )
@@ -135,6 +144,7 @@ class _Plan:
     cwd: Path | None
     python: bool  # a Python program, which reports in at the start barrier
     member_env: tuple[Mapping[str, str], ...] = ()  # per member, over ``env`` (an explore's caches)
+    told: tuple[int | None, ...] = ()  # the port each member is told: ``{port<i>}`` in any argv
 
     @property
     def label(self) -> str:
@@ -142,7 +152,13 @@ class _Plan:
 
     def command(self, index: int, port: int | None) -> list[str]:
         """Member ``index``'s argv, its placeholders filled in."""
-        values = {"port": port if port is not None else "", "index": index, "count": self.count}
+        values: dict[str, object] = {
+            "port": port if port is not None else "",
+            "index": index,
+            "count": self.count,
+        }
+        for other, told in enumerate(self.told):
+            values[f"port{other}"] = told if told is not None else ""
         return fill_placeholders(self.argv, values)
 
 
@@ -216,9 +232,10 @@ class FleetLauncher:
         timeout: float | None = None,
         cwd: str | os.PathLike[str] | None = None,
         ports: Sequence[int] | None = None,
-        faults: Sequence[PortFault] | PortFault | None = None,
+        faults: Sequence[Fault] | Fault | None = None,
         member_env: Sequence[Mapping[str, str]] = (),
         workers: int | None = None,
+        native_accesses: bool = False,
     ) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
         exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
@@ -227,31 +244,60 @@ class FleetLauncher:
         ``AssertionError`` here, unless it was made with ``allow_miss=True``. ``member_env``:
         one mapping per member, over ``env`` (an exploration's private caches). ``workers=N``:
         a member is ready only once its probe says so and N of its workers are up
-        (``workers.py``)."""
+        (``workers.py``). ``native_accesses=True``: every process of the fleet also reports
+        the file calls its native code makes (``runtime/native``)."""
         __tracebackhide__ = True
         argv, timeout = self._checked_arguments(
-            argv, count, ready, timeout, ports, env=env, cwd=cwd, cache=cache, workers=workers
+            argv,
+            count,
+            ready,
+            timeout,
+            ports,
+            env=env,
+            cwd=cwd,
+            cache=cache,
+            workers=workers,
+            native_accesses=native_accesses,
         )
+        given_faults, given_lock_faults = split_lock_faults(faults)
+        roots = self.races.roots if self.races is not None else None
+        lock_faults = LockFaults(given_lock_faults, roots)
+        given_port_faults, given_process_faults = split_faults(given_faults)
         port_faults = PortFaults(
-            faults,
+            given_port_faults,
             count=count,
             needs_port=_needs_port(argv, ready),
             ready_label=_describe_probe(ready),
         )
         workdir = Path(cwd) if cwd is not None else None
         base_env = self._environment(self._watched_cache(cache), env)
+        if native_accesses:
+            base_env.update(self._native_preload(base_env))
         program = resolve_command(argv[0], base_env, workdir)
         plan = _Plan(argv, count, base_env, workdir, runs_python(program), tuple(member_env))
         leases = self._lease_ports(argv, count, ready, ports)
         told = port_faults.told_ports(
             [lease.port if lease is not None else None for lease in leases]
         )
+        plan = replace(plan, told=tuple(told))
         fleet, folder = self._new_fleet(plan.label, count, timeout, port_faults)
         fleet.workers_wanted = workers
+        fleet.process_faults = ProcessFaults(given_process_faults)
+        fleet.lock_faults = lock_faults
         try:
             port_faults.arm(self.controller, told, _FleetMembers(fleet), python=plan.python)
+            fleet.process_faults.arm(
+                self.controller,
+                f"{fleet.group.name}:",
+                self.races.roots if self.races is not None else PluginRoots(),
+                "server_fleet.launch()",
+                told,
+            )
+            lock_faults.arm(self.controller, fleet.group.name)
         except BaseException:
             port_faults.close()
+            fleet.process_faults.close()
+            lock_faults.close(self.controller)
             for lease in leases:
                 if lease is not None:
                     lease.release()
@@ -264,9 +310,15 @@ class FleetLauncher:
         for server in fleet.servers:
             server.released_t, server.raced_names = fleet.released_t, raced_names
         port_faults.released(fleet.released_t)
+        fleet.process_faults.released(fleet.released_t)
         self._watch(fleet, ready, timeout)
         port_faults.settle()
-        misses = port_faults.misses()
+        lock_faults.name_failures(fleet.servers)
+        misses = [
+            *port_faults.misses(),
+            *fleet.process_faults.misses(),
+            *lock_faults.misses(fleet.released_t),
+        ]
         if misses:
             raise AssertionError("\n".join([*misses, fleet.summary()]))
         return fleet
@@ -283,6 +335,7 @@ class FleetLauncher:
         cwd: str | os.PathLike[str] | None = None,
         cache: FakeHubCache | None = None,
         workers: int | None = None,
+        native_accesses: bool = False,
     ) -> tuple[list[str], float]:
         """``argv`` as a list and the time-out in seconds, or a clear error naming the
         argument before anything starts (``launch_arguments.check_launch``)."""
@@ -298,8 +351,17 @@ class FleetLauncher:
             cache=cache,
             ports=ports,
             workers=workers,
+            native_accesses=native_accesses,
         )
         return checked.argv, checked.timeout
+
+    def _native_preload(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``LD_PRELOAD`` of the native interposer, built once per run into the run's temp
+        folder, the one every xdist worker shares (the port leases' parent): a clear error
+        where it cannot be built (no C compiler)."""
+        where = "server_fleet.launch(native_accesses=True)"
+        library = interposer_library(self.leases.folder.parent, where, env)
+        return preload_env(library, env)
 
     def _watched_cache(self, cache: FakeHubCache | None) -> FakeHubCache | None:
         """The launch's cache (the fixture's unless given), its accesses reported from now on."""
@@ -590,6 +652,9 @@ class FleetLauncher:
                 hints.append(cause)
             elif server.port is not None:
                 hints.append(f"port {server.port} was taken before it could bind it")
+        fault = fleet.process_faults.cause(server.index)
+        if fault is not None:
+            hints.append(fault)
         if code == 0:
             hints.append(self._clean_exit_hint(fleet, server))
         return "; ".join(hints)

@@ -9,13 +9,27 @@
 - ``same_port(members=(i, j))``: member j is told member i's port. j's binds of that port wait
   until i's process tree listens on it (or i's start-up is decided otherwise): i binds first,
   j second, in every run.
+- ``port_stolen(member=k, hold=1.0)``: a port member k picks itself is taken in the gap between
+  its probe and its real bind. A probe is the close of a TCP socket that k's process tree bound
+  to an internet address (port 0, or a scan from a base), reported by the child runtime after
+  the close and before the close returns (``runtime/child_ports.py``): the test process takes
+  the port then, before k can bind it again, in Python or in native code, and gives it back
+  after ``hold`` seconds of the prober's own time (``None``: when the fleet stops). Only k's
+  first probe is stolen.
+- ``port_stolen(member=k, by=j)``: members k and j pick the same port (two scans from one base,
+  vllm-project/vllm#43206). Whichever of the two probes first waits at its probe's close until
+  the other one probed: k's first probe waits until one of j's probes returns the same port
+  (or j's start-up is decided), then k goes on and binds it first, while j waits at its
+  close until k's process tree listens on the port: j's own bind then meets it taken.
 
 Never vacuous: the members of a launch with port faults report each bind of an internet
 address through the child runtime (``socket.bind`` events, before the bind happens). A fault is
 met when a member it involves tried to bind the faulted port (on 127.0.0.1, ``localhost`` or a
 wildcard address) while it was taken: by the test process (``port_taken``), or by the other
-member's process tree, seen listening on it (``same_port``). Each such bind is a ``PortHit``; a fault never met fails the launch unless
-``allow_miss=True``.
+member's process tree, seen listening on it (``same_port``). Each such bind is a ``PortHit``.
+``port_stolen`` is met when the test process took the port right after k's probe, or when j's
+probe returned the port k probed: the ``PortHit`` is that probe. A fault never met fails the
+launch unless ``allow_miss=True``; ``port_stolen`` on a member that never probes is such a miss.
 
 A member in a port fault may end up serving on another port than the one it was told. Its
 readiness is then probed only on a port its own process tree listens on, never through the
@@ -32,26 +46,37 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from pytest_startup_guard.checks import flag, whole_number
 from pytest_startup_guard.errors import (
     ArgumentTypeError,
     InvalidArgumentError,
     StartupGuardError,
 )
 from pytest_startup_guard.fleet.ports import listening_ports
-from pytest_startup_guard.runtime.controller import AccessEvent, RuntimeController, RuntimeListener
+from pytest_startup_guard.runtime.controller import (
+    AccessEvent,
+    ProbeEvent,
+    RuntimeController,
+    RuntimeListener,
+)
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 
 DEFAULT_HOLD = 1.0
 TAKER_HOST = "127.0.0.1"
 PORTS_MAX_AGE = 0.05  # seconds: how long a member's listening ports, once read, count as current
 BIND_WAIT = 0.003  # seconds a held bind (same_port's second member) sleeps before it asks again
+PROBE_WAIT = 0.005  # seconds a held probe (port_stolen with by=) sleeps before it asks again
 SHOWN_BINDS = 6  # binds of a member listed in a miss message
 # Addresses whose bind of a port conflicts with a socket listening on 127.0.0.1 (Linux: the
 # wildcards do; "::" as long as it is dual-stack, the default). A bind of another address
 # (127.0.0.2, ::1, a real interface) is recorded, and never counts as meeting a fault.
 LOOPBACK_CONFLICTS = frozenset({"127.0.0.1", "localhost", "", "0.0.0.0", "::", "::ffff:127.0.0.1"})
 WHERE = "server_fleet.launch()"
-FAULTS_ACCEPTED = "port_taken(member=k) or same_port(members=(i, j))"
+FAULTS_ACCEPTED = (
+    "port_taken(member=k) or same_port(members=(i, j)) or port_stolen(member=k), or a fault"
+    " on what processes do: fs_error(...), network_fs(...), lock_not_exclusive(...),"
+    " interleave(...), listen_late(...)"
+)
 
 
 def _is_index(value: object) -> bool:
@@ -96,7 +121,31 @@ class SamePort:
         return f"same_port(members=({self.members[0]}, {self.members[1]}){miss})"
 
 
-PortFault = PortTaken | SamePort
+@dataclass(frozen=True)
+class PortStolen:
+    """``port_stolen(member=k, hold=..., by=None)``: the port member k probes is taken before k
+    binds it (by the test process, or by member ``by``, whose probe returns the same port)."""
+
+    member: int
+    hold: float | None = DEFAULT_HOLD
+    by: int | None = None
+    allow_miss: bool = False
+
+    kind: ClassVar[str] = "port_stolen"
+
+    @property
+    def involved(self) -> tuple[int, ...]:
+        return (self.member,) if self.by is None else (self.member, self.by)
+
+    def describe(self) -> str:
+        miss = ", allow_miss=True" if self.allow_miss else ""
+        if self.by is not None:
+            return f"port_stolen(member={self.member}, by={self.by}{miss})"
+        hold = "None" if self.hold is None else f"{self.hold:g}"
+        return f"port_stolen(member={self.member}, hold={hold}{miss})"
+
+
+PortFault = PortTaken | SamePort | PortStolen
 
 
 def port_taken(
@@ -111,21 +160,29 @@ def port_taken(
             f"invalid member={member!r} for port_taken(): expected a member index (a whole"
             " number >= 0)"
         )
-    if hold is not None and (
+    hold = _checked_hold(hold, "port_taken()")
+    if not isinstance(allow_miss, bool):
+        raise ArgumentTypeError(
+            f"invalid allow_miss={allow_miss!r} for port_taken(): expected a bool"
+        )
+    return PortTaken(member, hold, allow_miss)
+
+
+def _checked_hold(hold: object, where: str) -> float | None:
+    """``hold`` as seconds > 0, or None (until the fleet stops)."""
+    if hold is None:
+        return None
+    if (
         isinstance(hold, bool)
         or not isinstance(hold, (int, float))
         or not math.isfinite(hold)
         or hold <= 0
     ):
         raise InvalidArgumentError(
-            f"invalid hold={hold!r} for port_taken(): expected seconds > 0, or None (taken"
-            " until the fleet stops)"
+            f"invalid hold={hold!r} for {where}: expected seconds > 0, or None (taken until the"
+            " fleet stops)"
         )
-    if not isinstance(allow_miss, bool):
-        raise ArgumentTypeError(
-            f"invalid allow_miss={allow_miss!r} for port_taken(): expected a bool"
-        )
-    return PortTaken(member, None if hold is None else float(hold), allow_miss)
+    return float(hold)
 
 
 def same_port(members: tuple[int, int], *, allow_miss: bool = False) -> SamePort:
@@ -145,15 +202,52 @@ def same_port(members: tuple[int, int], *, allow_miss: bool = False) -> SamePort
     return SamePort((pair[0], pair[1]), allow_miss)
 
 
+def port_stolen(
+    member: int,
+    *,
+    hold: float | None = DEFAULT_HOLD,
+    by: int | None = None,
+    allow_miss: bool = False,
+) -> PortStolen:
+    """The port member ``member`` picks itself (its first probe: a TCP socket bound, its port
+    read, the socket closed) is taken before the member binds it for real: by the test process,
+    right after the probe's close, for ``hold`` seconds of the member's own time (``None``:
+    until the fleet stops); or, with ``by=j``, by member j, whose probe is made to return the
+    same port and which binds it second. Unless ``allow_miss=True``, the launch fails if that
+    never happened (a member that never probes included)."""
+    where = "port_stolen()"
+    whole_number("member", member, where, meaning="a member index")
+    if by is not None:
+        whole_number("by", by, where, meaning="the index of another member, or None")
+        if by == member:
+            raise InvalidArgumentError(
+                f"invalid by={by!r} for {where}: member {member} cannot collide with itself;"
+                " expected the index of another member, or None (the test process takes it)"
+            )
+    return PortStolen(member, _checked_hold(hold, where), by, flag("allow_miss", allow_miss, where))
+
+
 @dataclass(frozen=True)
 class PortHit:
-    """A member's bind of its faulted port while the port was taken."""
+    """A member's bind of its faulted port while the port was taken; for ``port_stolen``, the
+    member's probe whose port was taken (by the test process, or by the other member's probe)."""
 
-    pid: int  # the process that bound
+    pid: int  # the process that bound (port_stolen: that probed)
     member: int  # the index of its member
     port: int
     t: float  # time.monotonic() when the bind was reported, right before it happened
     taken_by: str  # "the test process", or "member 0 (pid 1234)"
+
+
+@dataclass(frozen=True)
+class PortProbe:
+    """A probe of a member in a ``port_stolen`` fault: the port it picked, closed at ``t``."""
+
+    pid: int
+    member: int
+    host: str
+    port: int
+    t: float
 
 
 @dataclass
@@ -167,6 +261,10 @@ class ArmedPortFault:
     binds: list[AccessEvent] = field(default_factory=list)  # binds of the port by its members
     taken_t: float | None = None  # port_taken: when the test process took the port
     released_t: float | None = None  # port_taken: when it gave the port back
+    probes: list[PortProbe] = field(default_factory=list)  # port_stolen: its members' probes
+    take_error: str | None = None  # port_stolen: why the probed port could not be taken
+    # port_stolen with by=: member -> the port whose probe it waits at, until the other probes
+    held: dict[int, int] = field(default_factory=dict, repr=False)
     _taker: socket.socket | None = field(default=None, repr=False)
 
     @property
@@ -192,21 +290,28 @@ class ArmedPortFault:
         return self._taker is not None
 
     def describe(self) -> str:
+        if not self.port:
+            return f"{self.fault.describe()} (no port probed)"
         return f"{self.fault.describe()} on port {self.port}"
 
     def __repr__(self) -> str:
         return f"<ArmedPortFault {self.describe()}: {len(self.hits)} hits>"
 
-    def take(self) -> None:
-        taker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    def probed(self, index: int) -> list[int]:
+        """The ports member ``index`` probed, in order (port_stolen)."""
+        return [probe.port for probe in self.probes if probe.member == index]
+
+    def take(self, host: str = TAKER_HOST) -> None:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        taker = socket.socket(family, socket.SOCK_STREAM)
         try:
-            taker.bind((TAKER_HOST, self.port))
+            taker.bind((host, self.port))
             taker.listen(1)
         except OSError as error:
             taker.close()
             raise StartupGuardError(
                 f"{self.fault.describe()} (faults[{self.position}] of {WHERE}) could not take"
-                f" port {self.port} on {TAKER_HOST}: {error}"
+                f" port {self.port} on {host}: {error}"
             ) from None
         self._taker, self.taken_t = taker, time.monotonic()
 
@@ -244,6 +349,9 @@ class _BindListener(RuntimeListener):
     def on_bind(self, event: AccessEvent) -> float | None:
         return self.faults.on_bind(event)
 
+    def on_probe(self, event: ProbeEvent) -> float | None:
+        return self.faults.on_probe(event)
+
 
 class PortFaults:
     """The port faults of one launch: checked, armed before the members start, given back
@@ -267,7 +375,11 @@ class PortFaults:
         return bool(self.faults)
 
     def involves(self, index: int) -> bool:
-        return any(index in fault.involved for fault in self.faults)
+        """Whether member ``index``'s own port (the one it is told) is faulted: it is then
+        probed for readiness only where its own tree listens (``port_stolen`` leaves it be)."""
+        return any(
+            index in fault.involved for fault in self.faults if not isinstance(fault, PortStolen)
+        )
 
     def fault_of(self, index: int) -> ArmedPortFault | None:
         for armed in self.armed:
@@ -301,6 +413,9 @@ class PortFaults:
             return
         self._controller, self._members, self.python = controller, members, python
         for position, fault in enumerate(self.faults):
+            if isinstance(fault, PortStolen):  # its port is the one it will probe
+                self.armed.append(ArmedPortFault(fault, 0, position))
+                continue
             port = told[fault.involved[0]]
             assert port is not None, "a launch with port faults leases a port per member"
             self.armed.append(ArmedPortFault(fault, port, position))
@@ -308,6 +423,8 @@ class PortFaults:
             if isinstance(armed.fault, PortTaken):
                 armed.take()
         controller.report_binds()
+        if any(isinstance(fault, PortStolen) for fault in self.faults):
+            controller.report_probes()
         controller.subscribe(self._listener)
 
     def released(self, t: float) -> None:
@@ -377,9 +494,10 @@ class PortFaults:
             index = self._index_of(event, armed.members)
             if index is None:
                 continue
-            if isinstance(armed.fault, PortTaken):
+            if isinstance(armed.fault, (PortTaken, PortStolen)):
                 armed.binds.append(event)
-                if armed.taken and event.host in LOOPBACK_CONFLICTS:
+                taken = isinstance(armed.fault, PortTaken) and armed.taken
+                if taken and event.host in LOOPBACK_CONFLICTS:
                     armed.hits.append(PortHit(event.pid, index, port, event.t, "the test process"))
                 return None
             return self._same_port_bind(armed, armed.fault, index, event)
@@ -406,7 +524,103 @@ class PortFaults:
             armed.hits.append(PortHit(event.pid, index, armed.port, event.t, taken_by))
         return None
 
-    def _index_of(self, event: AccessEvent, indexes: Iterable[int]) -> int | None:
+    # -- probes (the controller's thread, its lock held) ---------------------------------
+
+    def on_probe(self, event: ProbeEvent) -> float | None:
+        """A member closed a socket it had bound to a port: ``port_stolen`` takes the port now,
+        or holds the member until the collision it models has happened."""
+        for armed in self.armed:
+            fault = armed.fault
+            if not isinstance(fault, PortStolen):
+                continue
+            index = self._index_of(event, armed.members)
+            if index is None:
+                continue
+            if not event.again:
+                armed.probes.append(PortProbe(event.pid, index, event.host, event.port, event.t))
+            if self._closed.is_set():
+                return None
+            if fault.by is None:
+                self._steal(armed, fault, index, event)
+                return None
+            if index == fault.member:
+                return self._first_probe(armed, fault, event)
+            return self._second_probe(armed, fault, event)
+        return None
+
+    def _steal(
+        self, armed: ArmedPortFault, fault: PortStolen, index: int, event: ProbeEvent
+    ) -> None:
+        """Take the port of member k's first probe, before its close returns."""
+        if len(armed.probes) != 1 or event.again:
+            return  # only the first probe is stolen
+        armed.port = event.port
+        try:
+            armed.take(TAKER_HOST if event.host in LOOPBACK_CONFLICTS else event.host)
+        except StartupGuardError as error:
+            armed.take_error = str(error)
+            return
+        assert armed.taken_t is not None
+        armed.hits.append(PortHit(event.pid, index, event.port, armed.taken_t, "the test process"))
+        if fault.hold is not None:
+            threading.Thread(
+                target=self._give_back_after,
+                args=(armed, fault.hold, OwnClock(event.pid, armed.taken_t), armed.taken_t),
+                name=f"startup-guard-{fault.kind}-{armed.port}",
+                daemon=True,
+            ).start()
+
+    def _first_probe(self, armed: ArmedPortFault, fault: PortStolen, event: ProbeEvent) -> float:
+        """Member k's probe (``by=j``): the collision happens when j probed the same port; k's
+        first probe waits for that (or for j's start-up to be decided), then binds first."""
+        members = self._members
+        assert members is not None and fault.by is not None
+        k, j, port = fault.member, fault.by, event.port
+        if armed.met:
+            return 0.0
+        if armed.held.get(j) == port:  # j probed this port first and waits for k's probe
+            del armed.held[j]
+            self._collided(armed, fault, port)
+            return 0.0
+        first = len(armed.probed(k)) == 1
+        if (event.again and k not in armed.held) or not first or members.settled(j):
+            armed.held.pop(k, None)
+            return 0.0
+        armed.held.pop(j, None)  # j's waiting probe is not k's port: j goes on, k waits for more
+        armed.held[k] = port
+        return PROBE_WAIT
+
+    def _second_probe(self, armed: ArmedPortFault, fault: PortStolen, event: ProbeEvent) -> float:
+        """Member j's probe (``by=j``): once it returned k's port, it waits until k's tree
+        listens there; before k probed at all, it waits for k's first probe."""
+        members = self._members
+        assert members is not None and fault.by is not None
+        k, j, port = fault.member, fault.by, event.port
+        if not armed.met and armed.held.get(k) == port:  # the collision
+            del armed.held[k]
+            self._collided(armed, fault, port)
+        if armed.met:
+            waits = port == armed.port and not members.settled(k)
+            if waits and not self.listens(k, port, max_age=PROBE_WAIT):  # fresh: it waits on it
+                return PROBE_WAIT
+            return 0.0
+        if event.again:
+            return PROBE_WAIT if j in armed.held and not members.settled(k) else 0.0
+        if k not in armed.held and not armed.probed(k) and not members.settled(k):
+            armed.held[j] = port  # k has not probed yet: j's port stays free until it does
+            return PROBE_WAIT
+        return 0.0
+
+    def _collided(self, armed: ArmedPortFault, fault: PortStolen, port: int) -> None:
+        """k's and j's probes returned one port: the fault is met (a hit of j's probe)."""
+        assert fault.by is not None
+        armed.port = port
+        k_probe = next(p for p in armed.probes if p.member == fault.member and p.port == port)
+        j_probe = next(p for p in armed.probes if p.member == fault.by and p.port == port)
+        taken_by = f"member {fault.member} (pid {k_probe.pid})"
+        armed.hits.append(PortHit(j_probe.pid, fault.by, port, j_probe.t, taken_by))
+
+    def _index_of(self, event: AccessEvent | ProbeEvent, indexes: Iterable[int]) -> int | None:
         """Which of the members ``indexes`` the binding process belongs to, if any."""
         members = self._members
         if members is None:
@@ -469,15 +683,35 @@ class PortFaults:
             return None
         if isinstance(armed.fault, PortTaken):
             return f"port {armed.port} was taken by the port_taken fault on member {index}"
+        if isinstance(armed.fault, PortStolen):
+            return self._stolen_cause(armed, armed.fault, index)
         first, second = armed.fault.members
         other = first if index == second else second
         return f"member {index} was told the same port {armed.port} as member {other} (same_port)"
+
+    def _stolen_cause(self, armed: ArmedPortFault, fault: PortStolen, index: int) -> str | None:
+        if not armed.met:
+            return None
+        k = fault.member
+        if fault.by is None:
+            return (
+                f"port {armed.port}, which member {k} picked itself, was taken right after its"
+                f" probe by the {fault.describe()} fault (EADDRINUSE)"
+            )
+        if index == fault.by:
+            return (
+                f"member {index} picked port {armed.port}, which member {k} had picked too"
+                f" ({fault.describe()}): member {k} bound it first (EADDRINUSE)"
+            )
+        return f"member {index} picked port {armed.port}, as member {fault.by} did ({fault.describe()})"
 
     def lines(self) -> list[str]:
         """One line per fault: met or not, and by what, for a fleet's summary."""
         lines = []
         for armed in self.armed:
-            if armed.met:
+            if armed.met and isinstance(armed.fault, PortStolen):
+                state = "met: " + self._stolen_line(armed, armed.fault)
+            elif armed.met:
                 by = sorted({hit.taken_by for hit in armed.hits})
                 who = sorted({hit.member for hit in armed.hits})
                 state = (
@@ -488,6 +722,20 @@ class PortFaults:
                 state = "NEVER MET" + (" (allow_miss)" if armed.allow_miss else "")
             lines.append(f"port fault {armed.describe()}: {state}")
         return lines
+
+    @staticmethod
+    def _stolen_line(armed: ArmedPortFault, fault: PortStolen) -> str:
+        hit = armed.hits[0]
+        binds = f"; {len(armed.binds)} bind(s) of it seen since" if armed.binds else ""
+        if fault.by is None:
+            return (
+                f"member {hit.member}'s probe of port {hit.port} (pid {hit.pid}) was taken by the"
+                f" test process{binds}"
+            )
+        return (
+            f"member {hit.member}'s probe (pid {hit.pid}) returned port {hit.port}, which"
+            f" {hit.taken_by} had probed{binds}"
+        )
 
     def misses(self) -> list[str]:
         """Why each fault that was never met (and may not be missed) proves nothing."""
@@ -511,6 +759,8 @@ class PortFaults:
                 f"member {k} never tried to bind port {armed.port} while it was taken (the test"
                 f" process held it from before member {k} started {until})"
             )
+        elif isinstance(fault, PortStolen):
+            return self._stolen_miss(armed, fault)
         else:
             why = (
                 f"neither member {fault.members[0]} nor member {fault.members[1]} tried to bind"
@@ -521,6 +771,34 @@ class PortFaults:
             f"port fault {fault.describe()} on port {armed.port} never met: {why} ({seen})."
             " A port fault that was never met proves nothing; if the server may legitimately"
             f" not bind this port while it is taken, pass allow_miss=True to {fault.kind}()."
+        )
+
+    def _stolen_miss(self, armed: ArmedPortFault, fault: PortStolen) -> str:
+        k, j = fault.member, fault.by
+        never = [index for index in fault.involved if not armed.probed(index)]
+        if never:
+            why = " and ".join(
+                f"member {index} never probed a port (no TCP socket its processes bound to an"
+                " internet address was closed)"
+                for index in never
+            )
+        elif j is None:
+            why = f"member {k} probed port {armed.probed(k)[0]}, but " + (
+                f"the test process could not take it: {armed.take_error}"
+                if armed.take_error
+                else "the fleet had stopped"
+            )
+        else:
+            why = (
+                f"member {j}'s probes never returned a port member {k} probed (member {k}"
+                f" probed {_ports(armed.probed(k))}; member {j} probed {_ports(armed.probed(j))})"
+            )
+        seen = "; ".join(self._binds_seen(index) for index in fault.involved)
+        return (
+            f"port fault {fault.describe()} never met: {why} ({seen}). A port fault that was"
+            " never met proves nothing; a member probes a port by binding a TCP socket (port 0,"
+            " or a scan), reading its port and closing it, in Python. If the server may"
+            f" legitimately not probe, pass allow_miss=True to {fault.kind}()."
         )
 
     def _binds_seen(self, index: int) -> str:
@@ -544,27 +822,30 @@ class PortFaults:
         return f"{head}: binds {shown}{more}"
 
 
+def _ports(ports: list[int]) -> str:
+    return "port " + ", ".join(map(str, ports)) if ports else "no port"
+
+
 def _checked(faults: object, count: int, needs_port: bool, ready_label: str) -> list[PortFault]:
     """``faults=`` as a list of port faults, or a clear error before anything starts."""
     if faults is None:
         return []
-    if isinstance(faults, (PortTaken, SamePort)):
+    if isinstance(faults, (PortTaken, SamePort, PortStolen)):
         faults = [faults]
     if isinstance(faults, (str, bytes, dict)) or not isinstance(faults, Iterable):
         raise ArgumentTypeError(
-            f"invalid faults={faults!r} for {WHERE}: expected a list of port faults:"
-            f" {FAULTS_ACCEPTED}"
+            f"invalid faults={faults!r} for {WHERE}: expected a list of faults: {FAULTS_ACCEPTED}"
         )
     checked: list[PortFault] = []
     taken_by: dict[int, tuple[int, PortFault]] = {}
     for position, fault in enumerate(faults):
         where = f"faults[{position}] of {WHERE}"
-        if not isinstance(fault, (PortTaken, SamePort)):
+        if not isinstance(fault, (PortTaken, SamePort, PortStolen)):
             raise ArgumentTypeError(
-                f"invalid {where}: {fault!r}; expected {FAULTS_ACCEPTED}"
-                " (from pytest_startup_guard.fleet.port_faults)"
+                f"invalid {where}: {fault!r}; expected {FAULTS_ACCEPTED} (from"
+                " pytest_startup_guard)"
             )
-        if not needs_port:
+        if not needs_port and not isinstance(fault, PortStolen):  # it faults a port picked
             raise InvalidArgumentError(
                 f"{fault.describe()} ({where}) faults the members' port, but this launch has"
                 f" none: its argv has no {{port}} and ready={ready_label or 'its probe'} needs"

@@ -17,10 +17,10 @@ from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exploration import ExploreRequest
 from pytest_startup_guard.fleet.explore import ExploredFleet, Explorer
+from pytest_startup_guard.fleet.fault_kinds import Fault
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launch_arguments import check_launch
 from pytest_startup_guard.fleet.launcher import FleetLauncher
-from pytest_startup_guard.fleet.port_faults import PortFault
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.races.base import Race
@@ -99,11 +99,17 @@ class ServerFleet:
         timeout: float | None = None,
         cwd: str | os.PathLike[str] | None = None,
         ports: Sequence[int] | None = None,
-        faults: Sequence[PortFault] | PortFault | None = None,
+        faults: Sequence[Fault] | Fault | None = None,
         workers: int | None = None,
+        native_accesses: bool = False,
     ) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
         exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
+
+        ``native_accesses=True``: every process of the fleet also reports the file calls made
+        in native code (C, C++, Rust: ``open``, ``fopen``, ``rename``, ``mkdir``, ``unlink``,
+        ``flock``, ...) through an ``LD_PRELOAD`` interposer built with the system's C compiler,
+        so triggers, hits and ``fs_error`` reach them as they reach Python's (Linux, glibc).
 
         ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
         ``AssertionError`` here, unless it was made with ``allow_miss=True``. ``workers=N``: a
@@ -129,7 +135,13 @@ class ServerFleet:
                 cache=cache,
                 ports=ports,
                 workers=workers,
+                native_accesses=native_accesses,
             )
+            if native_accesses:
+                raise StartupGuardError(
+                    "native_accesses=True is not supported in an explore=True case yet: launch"
+                    " without explore to race native accesses"
+                )
             if request.exploration is not None:
                 raise StartupGuardError(
                     "an explore=True case explores at its first server_fleet.launch(); launch"
@@ -154,6 +166,7 @@ class ServerFleet:
             ports=ports,
             faults=faults,
             workers=workers,
+            native_accesses=native_accesses,
         )
 
     def explore(
