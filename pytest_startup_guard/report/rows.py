@@ -41,6 +41,9 @@ TEST_MEMBER = "test"  # the member of the test process's accesses (runtime's TES
 # The marks of a worker's end, by how it ended.
 WORKER_ENDS = ("worker-failed", "worker-stopped", "worker-ended")
 
+# The access ops shown as a listing; the others but open change something (a rename, a lock).
+LISTINGS = frozenset({"os.listdir", "os.scandir"})
+
 
 def _is_number(value: object) -> bool:
     """A number of the report (a bool is not one)."""
@@ -230,7 +233,8 @@ def _access_marks(
         pid = access.get("pid")
         if t is None or not isinstance(pid, int) or (pid, t) in hits:
             continue  # a hit is recorded from its access: the pid and the time tell it
-        kind = "open" if access.get("op") == "open" else "listing"
+        op = access.get("op")
+        kind = "open" if op == "open" else "listing" if op in LISTINGS else "change"
         marks.setdefault(pid, []).append(Mark(t, kind, access))
     return marks
 

@@ -15,7 +15,7 @@ clock, so their events line up. ASCII only: a CI log shows it as written.
     race pointer_swap      |                                                    ########################
     server 0 pid 5707      |------------------------------------------------------*--------------X
     server 1 pid 5709      | ---------------------------------------------------*--------------X
-    legend: o open  l listdir/scandir  * access in an open race window (a hit)  # window open  - running
+    legend: o open  l listdir/scandir  c rename/mkdir/remove/lock/...  * access in an open race window (a hit)  # window open  - running
             R ready  X exited  H hung at the time-out  U undecided (machine too slow)
 """
 
@@ -34,11 +34,12 @@ LABEL_WIDTH = 22
 # Which mark wins when several fall into one column.
 PRIORITY = {
     "R": 9, "X": 9, "H": 9, "U": 9, "F": 9, "E": 9, "S": 9,
-    "*": 7, "o": 5, "l": 5, "#": 3, "-": 1, " ": -1,
+    "*": 7, "o": 5, "l": 5, "c": 5, "#": 3, "-": 1, " ": -1,
 }  # fmt: skip
 
 LEGEND = (
-    "legend: o open  l listdir/scandir  * access in an open race window (a hit)"
+    "legend: o open  l listdir/scandir  c rename/mkdir/remove/lock/...  * access in an open race"
+    " window (a hit)"
     "  # window open  - running  R ready  X exited  H hung at the time-out  U undecided (machine too slow)"
 )
 # Added to the legend of a timeline with a worker that ended.
@@ -140,6 +141,7 @@ CHARS = {
     "hit": "*",
     "open": "o",
     "listing": "l",
+    "change": "c",
     "worker-failed": "F",
     "worker-ended": "E",
     "worker-stopped": "S",

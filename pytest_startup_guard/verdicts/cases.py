@@ -12,7 +12,9 @@ moment and one that is gone give the same ``OSError`` or ``ValueError: Unrecogni
   with output naming the file or the repo. Hanging is failing; coming up is hiding it;
 - **stale** (a lock a dead process left) ⇒ every member met the lock, and each either became
   ready (it recovered: broke the lock or went on without it) or exited non-zero before the
-  readiness time-out with output naming the lock. Waiting forever is failing.
+  readiness time-out with output naming the lock. Waiting forever is failing;
+- **rebuild** (a corrupt cache entry, ``rebuild``) ⇒ every member became ready, read the entry,
+  and left it whole: discarded and rebuilt, not loaded, refused or left in place.
 
 Time-outs count each member's own time (``runtime/own_time.py``), so a busy machine does not
 turn a slow start into a hang. A member the machine never gave its time is *undecided*; a check
@@ -29,9 +31,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_startup_guard.cache.corruptions import CORRUPTIONS
+from pytest_startup_guard.cache.file_corruptions import FILE_CORRUPTIONS
 from pytest_startup_guard.cache.hubcache import CachedRepo
-from pytest_startup_guard.checks import function, instance, seconds
-from pytest_startup_guard.errors import ArgumentTypeError, StartupGuardError, UnknownNameError
+from pytest_startup_guard.checks import function, instance, seconds, shown
+from pytest_startup_guard.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    StartupGuardError,
+    UnknownNameError,
+)
 from pytest_startup_guard.fleet.exploration import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
@@ -49,8 +57,16 @@ from pytest_startup_guard.races.triggers import (
     checked_trigger,
     with_hold,
 )
-from pytest_startup_guard.runtime.controller import FILE_OPS, TEST_PROCESS, AccessEvent
+from pytest_startup_guard.runtime.controller import READ_OPS, TEST_PROCESS, AccessEvent
 from pytest_startup_guard.verdicts.kinds import KINDS, WORDS, CaseKind
+from pytest_startup_guard.verdicts.members import (
+    UNDECIDED,
+    accepts,
+    exited_late,
+    late_exit,
+    undecided,
+)
+from pytest_startup_guard.verdicts.rebuild import CorruptEntry, corrupt_entry, rebuild_problems
 from pytest_startup_guard.verdicts.timing import Clock, retry_words, unhit_reader_words
 
 # How long a failed transient check waits for an open window to close by itself, to say how
@@ -118,24 +134,26 @@ def the_one_marker(markers: Sequence[GivenMarker], where: str) -> GivenMarker:
     raise StartupGuardError(
         f"{where} has {len(markers)} startup_races markers ({listed}): a test takes one."
         " Write every case in one marker (startup_races(transient=[...], corrupt=[...],"
-        " stale=[...])), or split the test"
+        " stale=[...], rebuild=[...])), or split the test"
     )
 
 
 def cases_from_marker(
     args: Sequence[object], kwargs: dict[str, object], where: str
 ) -> list[CaseSpec]:
-    """The cases of ``@pytest.mark.startup_races(transient=[...], corrupt=[...], stale=[...])``."""
+    """The cases of ``@pytest.mark.startup_races(transient=[...], corrupt=[...], stale=[...],
+    rebuild=[...])``."""
     if args:
         raise StartupGuardError(
             f"{where} takes keyword arguments only:"
-            " startup_races(transient=[...], corrupt=[...], stale=[...])"
+            " startup_races(transient=[...], corrupt=[...], stale=[...], rebuild=[...])"
         )
     unknown = set(kwargs) - {*KINDS, "explore", "hold", "trigger"}
     if unknown:
         raise StartupGuardError(
             f"unknown keyword {sorted(unknown)[0]!r} in {where}; expected transient=, corrupt="
-            " and/or stale=, and explore=, hold= or trigger= for the transient cases"
+            " and/or stale= and rebuild= (the kinds of case), and explore=, hold= or trigger= for"
+            " the transient cases"
         )
     explore = _explore_mode(kwargs.get("explore", False), where)
     hold, trigger = _timing(kwargs, where)
@@ -145,9 +163,12 @@ def cases_from_marker(
     )
     corrupt = _names(kwargs.get("corrupt"), "corrupt", CORRUPTIONS, list(CORRUPTIONS), where)
     stale = _names(kwargs.get("stale"), "stale", stale_races(), stale_races(), where)
-    if not transient and not corrupt and not stale:
+    files = list(FILE_CORRUPTIONS)
+    rebuild = _names(kwargs.get("rebuild"), "rebuild", files, files, where)
+    if not transient and not corrupt and not stale and not rebuild:
         raise StartupGuardError(
-            f"{where} names no case: give transient=[...], corrupt=[...] and/or stale=[...]"
+            f"{where} names no case: give transient=[...], corrupt=[...], stale=[...] and/or"
+            " rebuild=[...]"
         )
     if explore is not None and not transient:
         raise StartupGuardError(
@@ -170,6 +191,7 @@ def cases_from_marker(
         [CaseSpec("transient", name, explore, trigger, hold) for name in transient]
         + [CaseSpec("corrupt", name) for name in corrupt]
         + [CaseSpec("stale", name) for name in stale]
+        + [CaseSpec("rebuild", name) for name in rebuild]
     )
 
 
@@ -228,6 +250,7 @@ class StartupCase:
         self.repo: CachedRepo | None = None
         self.filename: str | None = None
         self.path: Path | None = None  # what a generic race or stale lock was applied to
+        self.entry: CorruptEntry | None = None  # a rebuild case's corrupted cache entry
         self.judgement: Judgement | None = None
         self.explore_request: ExploreRequest | None = None  # explore=True: the launch explores
         self.applied_t: float | None = None  # time.monotonic() when apply() was done
@@ -262,6 +285,9 @@ class StartupCase:
                 f"startup_case {self.spec.id} was already applied to {self.target}"
             )
         case_trigger = self._trigger(trigger)
+        if self.kind == "rebuild":
+            self._apply_rebuild(target, filename)
+            return
         race = RACES.get(self.name) if self.kind != "corrupt" else None
         if isinstance(target, CachedRepo):
             if not isinstance(filename, str):
@@ -305,6 +331,21 @@ class StartupCase:
         self.target = self.armed.target.label
         self.applied_t = time.monotonic()
 
+    def _apply_rebuild(self, target: object, filename: object) -> None:
+        """Write the case's corruption onto the cache entry at ``target`` (a plain file under a
+        folder the plugin owns for this test), keeping its bytes to judge it afterwards."""
+        where = f"startup_case.apply() of case {self.spec.id}"
+        if not isinstance(target, (str, os.PathLike)) or filename is not None:
+            given = shown(target) + (f", {shown(filename)}" if filename is not None else "")
+            raise ArgumentTypeError(
+                f"invalid apply({given}) for {where}: a rebuild case corrupts a cache entry, a"
+                " plain file: expected apply(path), one path under the test's shared_dir,"
+                " hub_cache or tmp_path"
+            )
+        self.entry = corrupt_entry(self.name, target, self.races, self.seed, where)
+        self.path, self.target = self.entry.path, self.entry.label
+        self.applied_t = self.entry.applied_t
+
     def _trigger(self, given: object) -> Trigger | None:
         """The trigger this case races with: ``apply(trigger=)`` (checked), else the marker's;
         the marker's ``hold=`` fills an ``on_access()`` that gave no hold."""
@@ -315,6 +356,7 @@ class StartupCase:
             what = {
                 "corrupt": "a corruption is written once and stays",
                 "stale": "a stale lock stays from apply() until teardown",
+                "rebuild": "a cache entry's corruption is written once and stays",
                 "transient": "an explore=True case opens a window at every access point itself",
             }[self.kind]
             raise StartupGuardError(
@@ -335,14 +377,22 @@ class StartupCase:
     def applied(self) -> bool:
         return self.repo is not None or self.path is not None
 
-    def check(self, fleet: Fleet, expect: Callable[[Server], object] | None = None) -> None:
-        """Judge the fleet: survive a transient race, fail closed on a corruption."""
+    def check(
+        self,
+        fleet: Fleet,
+        expect: Callable[[Server], object] | None = None,
+        *,
+        whole: Callable[[bytes], object] | None = None,
+    ) -> None:
+        """Judge the fleet: survive a transient race, fail closed on a corruption, rebuild a
+        corrupt cache entry (``whole(bytes)``: the user's rule for a rebuilt entry)."""
         __tracebackhide__ = True
         if not self.applied:
             raise StartupGuardError(
                 "startup_case.check() before apply(repo, filename) or apply(path): nothing was raced"
             )
         self._check_arguments(fleet, expect)
+        self._check_whole(whole)
         # Every worker's fate first (and counted as reported): a start-up is judged on every
         # process that did start-up work, not on the member's probe alone.
         workers = fleet.worker_problems_by_server() if self.explore_request is None else {}
@@ -352,6 +402,9 @@ class StartupCase:
             problems = self._transient(fleet, expect, workers)
         elif self.kind == "stale":
             problems = self._stale(fleet, workers)
+        elif self.entry is not None:
+            controller = self.races.controller
+            problems = rebuild_problems(self.entry, fleet, controller, workers, expect, whole)
         else:
             problems = self._corrupt(fleet)
         verdict = WORDS[self.kind].done
@@ -406,6 +459,20 @@ class StartupCase:
                 " server_fleet.launch(...), then startup_case.check(fleet)"
             )
 
+    def _check_whole(self, whole: object) -> None:
+        """``whole=`` judges a rebuilt cache entry: a rebuild case's, and a callable."""
+        if whole is None:
+            return
+        where = f"startup_case.check() of case {self.spec.id}"
+        if self.kind != "rebuild":
+            raise InvalidArgumentError(
+                f"invalid whole={shown(whole)} for {where}: whole= judges the cache entry a"
+                f" rebuild case corrupted, and this is a {self.kind} case; leave it out"
+            )
+        function(
+            "whole", whole, where, "a callable that takes the entry's bytes and says yes or no"
+        )
+
     def _transient(
         self,
         fleet: Fleet,
@@ -417,7 +484,7 @@ class StartupCase:
         problems = []
         for server in fleet.servers:
             if server.state == "undecided":
-                problems.append(_undecided(server))
+                problems.append(undecided(server))
                 continue
             if server.state == "rejected":
                 problems.append(
@@ -434,7 +501,7 @@ class StartupCase:
                 problems.extend(
                     f"server {server.index}: {line}" for line in self._retried(server, fleet)
                 )
-            elif expect is not None and not _accepts(expect, server):
+            elif expect is not None and not accepts(expect, server):
                 problems.append(
                     f"server {server.index} is up but check(expect=...) rejected what it serves"
                 )
@@ -476,7 +543,7 @@ class StartupCase:
         for access in accesses:
             if (
                 access.t >= armed.armed_t
-                and access.op in FILE_OPS
+                and access.op in READ_OPS
                 and access.member != TEST_PROCESS
                 and access.pid != os.getpid()
                 and armed.reads_raced_file(access.path)
@@ -552,7 +619,7 @@ class StartupCase:
         problems = []
         for server in fleet.servers:
             if server.state == "undecided":
-                problems.append(_undecided(server))
+                problems.append(undecided(server))
             elif server.ready or server.state == "rejected":
                 problems.append(
                     f"server {server.index} came up on a corrupt {self.filename} ({self.name}): it hid"
@@ -565,8 +632,8 @@ class StartupCase:
                 )
             elif server.returncode == 0:
                 problems.append(f"server {server.index} exited with code 0 on a corrupt config")
-            elif _exited_late(server, fleet):
-                problems.append(_late_exit(server, fleet))
+            elif exited_late(server, fleet):
+                problems.append(late_exit(server, fleet))
             elif not any(server.output_mentions(name) for name in names):
                 problems.append(
                     f"server {server.index} failed, but its output names neither {self.filename!r} nor"
@@ -581,7 +648,7 @@ class StartupCase:
         problems = []
         for server in fleet.servers:
             if server.state == "undecided":
-                problems.append(_undecided(server))
+                problems.append(undecided(server))
                 continue
             if not server.hits:
                 problems.append(
@@ -594,47 +661,30 @@ class StartupCase:
             if server.ready or server.state == "rejected":
                 continue  # it recovered: broke the lock, or went on without it
             if server.state == "hung":
+                # A lock held for good has a live holder (a wedged process, a lock never granted
+                # on a network mount): it cannot be broken, only waited for in bounded time.
+                held = getattr(self.armed.race, "name", "") == "lock_held_for_good"
+                what = (
+                    "a start-up must give up on a lock nobody releases, failing closed naming it,"
+                    if held
+                    else "a start-up must break a lock a dead process left, or fail closed naming"
+                    " it,"
+                )
                 problems.append(
-                    f"server {server.index} hung on the stale lock {lock} ({server.reason}): a"
-                    " start-up must break a lock a dead process left, or fail closed naming it,"
-                    " within the readiness time-out; waiting forever is failing"
+                    f"server {server.index} hung on the {'held' if held else 'stale'} lock {lock}"
+                    f" ({server.reason}): {what} within the readiness time-out; waiting forever is"
+                    " failing"
                 )
             elif server.returncode == 0:
                 problems.append(
                     f"server {server.index} exited with code 0 before it was ready: a failed"
                     f" start-up on the stale lock {lock} must exit non-zero"
                 )
-            elif _exited_late(server, fleet):
-                problems.append(_late_exit(server, fleet))
+            elif exited_late(server, fleet):
+                problems.append(late_exit(server, fleet))
             elif not server.output_mentions(lock.name):
                 problems.append(
                     f"server {server.index} failed, but its output does not name the lock"
                     f" {lock.name!r}: whoever reads the log cannot tell which lock to remove"
                 )
         return problems
-
-
-UNDECIDED = "UNDECIDED"
-
-
-def _exited_late(server: Server, fleet: Fleet) -> bool:
-    """Whether a failed start-up failed only after the readiness time-out (its own time)."""
-    return (server.own_seconds_to_exit or 0.0) >= fleet.timeout
-
-
-def _late_exit(server: Server, fleet: Fleet) -> str:
-    return (
-        f"server {server.index} failed only after the readiness time-out: it exited after"
-        f" {server.own_seconds_to_exit:.2f} s of its own time, {fleet.timeout:g} s allowed"
-    )
-
-
-def _undecided(server: Server) -> str:
-    return f"{UNDECIDED}: server {server.index}: {server.reason}"
-
-
-def _accepts(expect: Callable[[Server], object], server: Server) -> bool:
-    try:
-        return bool(expect(server))
-    except Exception:
-        return False

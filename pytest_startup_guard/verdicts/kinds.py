@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 # transient: a race that must be survived; corrupt: a persistent corruption that must fail
-# closed; stale: a lock a dead process left, which must be broken or fail closed.
-CaseKind = Literal["transient", "corrupt", "stale"]
-KINDS: tuple[CaseKind, ...] = ("transient", "corrupt", "stale")
+# closed; stale: a lock a dead process left, which must be broken or fail closed; rebuild: a
+# corrupt cache entry, which must be discarded and rebuilt (the start-up comes up, the entry whole).
+CaseKind = Literal["transient", "corrupt", "stale", "rebuild"]
+KINDS: tuple[CaseKind, ...] = ("transient", "corrupt", "stale", "rebuild")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,12 @@ WORDS: dict[CaseKind, KindWords] = {
         "recover or fail closed",
         "recovered or failed closed",
         "hung or failed unclearly on the stale lock",
+    ),
+    "rebuild": KindWords(
+        "file corruption",
+        "rebuild",
+        "rebuilt the cache entry",
+        "did not rebuild the cache entry",
     ),
 }
 
