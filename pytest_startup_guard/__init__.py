@@ -25,6 +25,7 @@ TYPE_CHECKING = False  # not typing's: importing typing costs every child proces
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.corruptions import CORRUPTIONS as CORRUPTIONS
+    from pytest_startup_guard.cache.file_corruptions import FILE_CORRUPTIONS as FILE_CORRUPTIONS
     from pytest_startup_guard.cache.hubcache import CachedRepo as CachedRepo
     from pytest_startup_guard.cache.hubcache import FakeHubCache as FakeHubCache
     from pytest_startup_guard.cache.sources import RepoSourceError as RepoSourceError
@@ -36,8 +37,14 @@ if TYPE_CHECKING:
     from pytest_startup_guard.errors import UnsafeCacheError as UnsafeCacheError
     from pytest_startup_guard.fleet import ready as ready
     from pytest_startup_guard.fleet.fleet import Fleet as Fleet
+    from pytest_startup_guard.fleet.fs_errors import fs_error as fs_error
+    from pytest_startup_guard.fleet.interleave import interleave as interleave
+    from pytest_startup_guard.fleet.listen_late import listen_late as listen_late
     from pytest_startup_guard.fleet.load import cpu_load as cpu_load
+    from pytest_startup_guard.fleet.lock_faults import lock_not_exclusive as lock_not_exclusive
+    from pytest_startup_guard.fleet.network_fs import network_fs as network_fs
     from pytest_startup_guard.fleet.port_faults import PortHit as PortHit
+    from pytest_startup_guard.fleet.port_faults import port_stolen as port_stolen
     from pytest_startup_guard.fleet.port_faults import port_taken as port_taken
     from pytest_startup_guard.fleet.port_faults import same_port as same_port
     from pytest_startup_guard.fleet.server import Server as Server
@@ -65,6 +72,8 @@ if TYPE_CHECKING:
     from pytest_startup_guard.races.exploration import AccessPoint as AccessPoint
     from pytest_startup_guard.races.exploration import Exploration as Exploration
     from pytest_startup_guard.races.exploration import PointOutcome as PointOutcome
+    from pytest_startup_guard.races.held_locks import LockHeld as LockHeld
+    from pytest_startup_guard.races.held_locks import LockHeldForGood as LockHeldForGood
     from pytest_startup_guard.races.hubrace import HubRace as HubRace
     from pytest_startup_guard.races.triggers import after as after
     from pytest_startup_guard.races.triggers import chaos as chaos

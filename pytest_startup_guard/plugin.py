@@ -47,8 +47,9 @@ MARKERS = (
     "rocm: run only where the start-up target is rocm (--startup-target or detected)",
     "startup_races(transient=[...], corrupt=[...], stale=[...]): run the test once per transient"
     " race, once per persistent corruption and once per stale lock (names from RACES and"
-    " CORRUPTIONS, or 'all'); explore=True races each transient case at every access point,"
-    " hold=SECONDS or trigger=on_access(...)/after(...)/chaos(...) sets its window",
+    " CORRUPTIONS, or 'all'), and with rebuild=[...] once per corruption of a cache entry that"
+    " must be rebuilt (FILE_CORRUPTIONS); explore=True races each transient case at every"
+    " access point, hold=SECONDS or trigger=on_access(...)/after(...)/chaos(...) sets its window",
 )
 OWN_MARKER_SUFFIX = " [pytest-startup-guard]"
 
@@ -506,7 +507,7 @@ def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[
     if not isinstance(spec, CaseSpec):
         raise pytest.UsageError(
             f"{request.node.nodeid} uses startup_case without @pytest.mark.startup_races(transient=[...],"
-            " corrupt=[...], stale=[...])"
+            " corrupt=[...], stale=[...], rebuild=[...])"
         )
     session = get_session(request.config)
     fleets = (
@@ -522,7 +523,7 @@ def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[
     request.node.stash[CASE_KEY] = case
     _record(request).case = case
     yield case
-    unchecked = case.judgement is None and case.repo is not None
+    unchecked = case.judgement is None and (case.repo is not None or case.entry is not None)
     if unchecked and not request.node.stash.get(CALL_FAILED_KEY, False):
         pytest.fail(
             f"startup_case {spec.id} was applied but never checked: call startup_case.check(fleet)",
