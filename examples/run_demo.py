@@ -4,9 +4,13 @@
    fake cache, under transient races and persistent corruptions; a table of server x case with
    the expected and the observed verdict;
 2. the fake cache: what the real transformers raises on each corruption;
-3. beyond the hub cache (``test_shared_faults.py``): a shared compile cache under each generic
-   race, a build lock a dead process left and the fleet's ports taken or shared, each on a
-   server that handles it and one that does not;
+3. beyond the hub cache (``test_shared_faults.py``) and the public incidents
+   (``test_incident_*.py``): a shared compile cache under each generic race, a build lock a
+   dead process left, the fleet's ports taken or shared, ports a server picks itself stolen,
+   file-system errors and a network file system, two members in an order that breaks them, a
+   head that listens late, locks held or not exclusive, corrupt cache entries that must be
+   rebuilt and a native build step raced, each on a server that handles it and one that does
+   not;
 4. every access point of the example server's start-up raced (``test_explore.py``);
 5. a test author's own race and the in-process verdicts;
 6. the import-race probe, the background-import scan and the start-method checks;
@@ -38,7 +42,6 @@ from zoo import POLICIES, WHY, expected  # noqa: E402
 
 ZOO_CASES = "autoconfig and (transient-pointer_swap or transient-ref_rewrite or corrupt-empty- or corrupt-no_model_type)"
 CASE_ID = re.compile(r"test_startup\[(transient|corrupt)-(\w+?)-(\w+)-(autoconfig|hub_json)\]")
-FAULT_ID = re.compile(r"\[(transient|stale|port)-(\w+)-(\w+)\]")
 WORKERS_ID = re.compile(r"\[transient-(\w+)-(naive|retry)\]")
 WORKERS_EXPECTED = {"naive": "fail", "retry": "pass"}
 WORKERS_WHY = {"naive": "the probe answered, uvicorn exited 0"}
@@ -169,22 +172,25 @@ def faults_table(rows: list[tuple[str, str, str, str]]) -> bool:
     """One row per fault beyond the hub cache and server policy: expected and observed."""
     print()
     print(
-        "Beyond the hub cache: a shared compile cache, a build lock and ports, 2 servers per fleet"
+        "Beyond the hub cache and the public incidents: compile caches, locks, ports a server is"
+        " told or picks, file-system errors, orders across members, caches that must rebuild,"
+        " native accesses"
     )
-    print(f"{'fault':<16} {'server':<7} {'expected':<9} {'observed':<9} {'':<12} why")
+    print(f"{'fault':<20} {'server':<10} {'expected':<9} {'observed':<9} {'':<12} why")
     agree = True
     order = list(faults.EXPECTED)
     cells = []
     for name, outcome, detail, _ in rows:
-        match = FAULT_ID.search(name)
+        match = faults.FAULT_ID.search(name)
         if match:
-            _kind, fault, policy = match.groups()
-            cells.append((order.index(fault), fault, policy, outcome, detail))
+            kind, fault, policy = match.groups()
+            row = faults.row_of(kind, fault)
+            cells.append((order.index(row), row, policy, outcome, detail))
     for _, fault, policy, outcome, detail in sorted(cells):
         want = faults.EXPECTED[fault][policy]
         agree &= outcome == want
         print(
-            f"{fault:<16} {policy:<7} {judged(want, outcome, detail, faults.WHY.get(policy, ''))}"
+            f"{fault:<20} {policy:<10} {judged(want, outcome, detail, faults.WHY.get(policy, ''))}"
         )
     expected_cells = sum(len(policies) for policies in faults.EXPECTED.values())
     if len(cells) != expected_cells:
@@ -202,9 +208,7 @@ def main() -> int:
             seed, workdir, "zoo", "test_zoo.py", "-k", ZOO_CASES, "-p", "xdist", "-n", "2"
         )
         cache = run_pytest(seed, workdir, "cache", "test_fake_cache.py")
-        shared = run_pytest(
-            seed, workdir, "faults", "test_shared_faults.py", "-p", "xdist", "-n", "2"
-        )
+        shared = run_pytest(seed, workdir, "faults", *faults.FAULT_FILES, "-p", "xdist", "-n", "2")
         explored = run_pytest(seed, workdir, "explore", "test_explore.py")
         own = run_pytest(seed, workdir, "own", "test_own_race.py")
         imports = run_pytest(seed, workdir, "imports", "imports", "-p", "xdist", "-n", "2")
