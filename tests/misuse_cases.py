@@ -1183,6 +1183,17 @@ CASES: list[Misuse] = [
     *CLI,
 ]
 
+# Issue 28's parts keep their cases in files of their own (``misuse_cases_<part>.py``, each a
+# list ``CASES``): read here, so that test_misuse.py runs them with the rest.
+for _part in ("ports", "fs_errors", "locks", "rebuild", "order", "native"):
+    try:
+        _module = __import__(f"misuse_cases_{_part}")
+    except ModuleNotFoundError as error:
+        if error.name != f"misuse_cases_{_part}":
+            raise
+        continue
+    CASES.extend(_module.CASES)
+
 
 def cases(where: Where | None = None) -> list[Misuse]:
     """Every case, or those given ``where``."""

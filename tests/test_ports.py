@@ -285,7 +285,7 @@ def test_bad_port_faults_are_clear_errors_before_anything_starts(
                   " port_taken(member=k) or same_port(members=(i, j))",
                   ["port_taken"])
             check(server_fleet, TypeError,
-                  "invalid faults='port_taken' for server_fleet.launch(): expected a list of port"
+                  "invalid faults='port_taken' for server_fleet.launch(): expected a list of"
                   " faults", "port_taken")
             check(server_fleet, ValueError,
                   "port_taken(member=0, hold=1) (faults[0] of server_fleet.launch()) faults the"

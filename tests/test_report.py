@@ -272,7 +272,9 @@ def test_failed_race_test_has_a_timeline_and_artifacts(report_pytester: pytest.P
     assert re.fullmatch(r"race pointer_swap +\| *#+", race), race
     for row, index in ((server0, 0), (server1, 1)):
         assert re.fullmatch(rf"server {index} pid \d+ +\| *-+[-*o]*\*[-*o]*X", row), row
-    assert timeline[6].startswith("legend: o open  l listdir/scandir  * access in an open race")
+    assert timeline[6].startswith(
+        "legend: o open  l listdir/scandir  c rename/mkdir/remove/lock/..."
+    )
     assert text.count("startup-guard timeline") == 1  # only the failed test has one
     junit = (report_pytester.path / "junit.xml").read_text()
     assert "startup-guard timeline" in junit and "race pointer_swap" in junit
