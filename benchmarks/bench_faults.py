@@ -14,6 +14,11 @@ For each fault, in one run of this script:
   spread); for a port fault within 1.3x (member 1 can only fail once member 0 listens). A server that waits forever on a
   stale lock can only be caught at the readiness time-out: its figure is the time to the verdict
   over that time-out.
+- the faults of the public incidents (``faults_incidents.py``: ``port_stolen``, ``fs_error``,
+  ``network_fs``, ``interleave``, ``listen_late``, ``lock_not_exclusive``, rebuild cases), each
+  caught in 10 of 10 runs of servers that do not handle it, first failure <= 1.0x a clean
+  start-up, and 40 raced start-ups each of servers that do (over 400 in all) judged without a
+  false alarm;
 - false alarms: start-ups of a fleet of 2 servers that handle it (a bounded retry; breaking the
   stale lock, failing closed, filelock's ``SoftFileLock``; retrying the bind, moving to another
   port), each judged by the plugin's own verdict (``StartupCase.check``; for a port fault: every
@@ -39,6 +44,8 @@ from pytest_startup_guard.verdicts.cases import CaseSpec, StartupCase
 
 sys.path.insert(0, str(EXAMPLES))
 from faults import KERNEL, kernel_server, lock_server, port_server
+from faults_incidents import RECIPES, FaultNotMet, Recipe
+from faults_incidents import launch as incident_launch
 
 GENERIC = ("file_replace", "file_rewrite", "partial_write", "folder_move")
 STALE = ("stale_lock", "stale_soft_lock")
@@ -139,6 +146,71 @@ def judged_run(bench: Bench, fault: str, policy: str, run: int) -> str | None:
         return None
 
 
+def incident_caught(bench: Bench, recipe: Recipe, pairs: int) -> list[Figure]:
+    """Interleaved pairs of a clean start-up and one under ``recipe``'s fault of servers that
+    do not handle it: the share caught and the first failure against the clean start-up."""
+    firsts: list[float | None] = []
+    cleans: list[float] = []
+    for run in range(pairs):
+        with bench.shared_test(seed=run) as (shared, races, fleets):
+            start = recipe.setup(shared, recipe.clean_policy or recipe.unhandled, False)
+            began = time.monotonic()
+            fleets.launch(start.argv, count=start.count, ready=ready.http("/health"),
+                          timeout=60.0).assert_all_ready()  # fmt: skip
+            cleans.append(time.monotonic() - began)
+        with bench.shared_test(seed=run) as (shared, races, fleets):
+            start = recipe.setup(shared, recipe.unhandled, True)
+            began = time.monotonic()
+            try:
+                fleet, problem = incident_launch(fleets, start, races, run)
+            except FaultNotMet:
+                firsts.append(None)  # not caught: the fault never met the servers
+                continue
+            firsts.append(first_failure(fleet, began) if problem else None)
+    caught = [first for first in firsts if first is not None]
+    share = len(caught) / len(firsts)
+    figures = [
+        figure(
+            f"faults: {recipe.name}: runs that catch it",
+            100 * share,
+            "%",
+            target="100%",
+            passed=share == 1.0,
+            detail=f"{len(caught)}/{len(firsts)} start-ups of servers that do not handle it"
+            f" ({recipe.unhandled})",
+        )
+    ]
+    ratios = [f / c for f, c in zip(firsts, cleans, strict=True) if f is not None]
+    if ratios:
+        ratio = statistics.median(ratios)
+        figures.append(
+            figure(
+                f"faults: {recipe.name}: first failure / clean start-up",
+                ratio,
+                "x",
+                target="<= 1",
+                passed=ratio <= 1.0,
+                detail=f"median of {len(ratios)} interleaved pairs' ratios, spread"
+                f" {spread(ratios)}; first failure {1000 * statistics.median(caught):.0f} ms,"
+                f" clean {1000 * statistics.median(cleans):.0f} ms",
+            )
+        )
+    return figures
+
+
+def incident_judged(bench: Bench, recipe: Recipe, policy: str, run: int) -> str | None:
+    """One raced start-up of servers that handle ``recipe``'s fault: its first problem, or
+    None when the verdict held."""
+    with bench.shared_test(seed=run) as (shared, races, fleets):
+        try:
+            _fleet, problem = incident_launch(
+                fleets, recipe.setup(shared, policy, True), races, run
+            )
+        except FaultNotMet as error:
+            return str(error)
+        return problem
+
+
 def spread(values: list[float]) -> str:
     return f"{min(values):.2f} to {max(values):.2f}" if values else "-"
 
@@ -148,6 +220,7 @@ def main() -> None:
     pairs = 1 if args.quick else 10
     count = 2 if args.quick else 4
     alarms_per_fault = 2 if args.quick else 100
+    incident_alarms = 1 if args.quick else 40  # x 11 recipes: over 400 raced start-ups
     figures: list[Figure] = []
     with workbench() as bench:
         for fault in (*GENERIC, *STALE, *PORTS):
@@ -201,15 +274,47 @@ def main() -> None:
                         f" {1000 * statistics.median(cleans):.0f} ms",
                     )
                 )
+        for recipe in RECIPES:
+            figures.extend(incident_caught(bench, recipe, pairs))
         plan = [
             (fault, policy, run)
             for run in range(alarms_per_fault)
             for fault in (*GENERIC, *STALE, *PORTS)
             for policy in HANDLERS[fault][run % len(HANDLERS[fault]) :][:1]
         ]
+        incident_plan = [
+            (recipe, recipe.handled[run % len(recipe.handled)], run)
+            for run in range(incident_alarms)
+            for recipe in RECIPES
+        ]
         with ThreadPoolExecutor(max_workers=6) as pool:
             verdicts = list(pool.map(lambda item: judged_run(bench, *item), plan))
+            incident_verdicts = list(
+                pool.map(lambda item: incident_judged(bench, *item), incident_plan)
+            )
     wrong = [(item, problem) for item, problem in zip(plan, verdicts, strict=True) if problem]
+    incident_wrong = [
+        (f"{recipe.name}/{policy}/{run}", problem)
+        for (recipe, policy, run), problem in zip(incident_plan, incident_verdicts, strict=True)
+        if problem
+    ]
+    figures.append(
+        figure(
+            f"faults: false alarms in {len(incident_plan)} start-ups of servers that handle the"
+            " incidents' faults",
+            len(incident_wrong),
+            "runs",
+            target="0",
+            passed=not incident_wrong,
+            detail=f"{incident_alarms} per fault ({len(RECIPES)} faults: port_stolen,"
+            " fs_error, network_fs, interleave, listen_late, lock_not_exclusive, rebuild)"
+            + (
+                f"; first: {incident_wrong[0][0]}: {incident_wrong[0][1][:160]}"
+                if incident_wrong
+                else ""
+            ),
+        )
+    )
     figures.append(
         figure(
             f"faults: false alarms in {len(plan)} raced start-ups of servers that handle them",
