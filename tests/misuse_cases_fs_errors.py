@@ -36,7 +36,7 @@ CASES: list[Misuse] = [
         "member=-1",
         "whole number",
     ),
-    _api("fs_error_path_none", FS + "fs_error('EIO', None)", "path=None", "shared_dir"),
+    _api("fs_error_path_none", FS + "fs_error('EIO', None)", "path=None", "fs_error()"),
     _api(
         "fs_error_allow_miss_text",
         FS + "fs_error('EIO', tmp_path, allow_miss='yes')",
@@ -57,7 +57,7 @@ CASES: list[Misuse] = [
         "members='01'",
         "member indexes",
     ),
-    _api("network_fs_path_none", FS + "network_fs(None)", "path=None", "shared folder"),
+    _api("network_fs_path_none", FS + "network_fs(None)", "path=None", "network_fs()"),
     _api(
         "network_fs_delay_negative",
         FS + "network_fs(tmp_path, delay=-1)",

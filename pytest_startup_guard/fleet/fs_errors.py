@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_startup_guard.checks import whole_number
+from pytest_startup_guard.checks import flag, whole_number
+from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 from pytest_startup_guard.fleet.process_faults import ArmedProcessFault, FaultContext, under
 from pytest_startup_guard.runtime.controller import AccessAnswer, AccessEvent
@@ -126,21 +127,8 @@ def fs_error(
     folder of the test's own (``shared_dir``, ``hub_cache``, ``tmp_path``). Unless
     ``allow_miss=True``, the launch fails if no call ever failed."""
     number = errno_of(error, "error", WHERE)
-    if not isinstance(path, (str, os.PathLike)):
-        raise ArgumentTypeError(
-            f"invalid path={path!r} for {WHERE}: expected a path (str or os.PathLike) under a"
-            " folder of the test's own (shared_dir, hub_cache, tmp_path)"
-        )
-    text = os.fspath(path)
-    if not isinstance(text, str) or not text:
-        raise InvalidArgumentError(
-            f"invalid path={path!r} for {WHERE}: expected a non-empty str path under a folder of"
-            " the test's own (shared_dir, hub_cache, tmp_path)"
-        )
-    if not isinstance(allow_miss, bool):
-        raise ArgumentTypeError(
-            f"invalid allow_miss={allow_miss!r} for {WHERE}: expected True or False"
-        )
+    text = checked_path("path", path, WHERE)
+    flag("allow_miss", allow_miss, WHERE)
     return FsError(
         errno=number,
         path=os.path.abspath(text),
@@ -187,13 +175,6 @@ class ArmedFsError(ArmedProcessFault):
     @property
     def met(self) -> bool:
         return bool(self.failed)
-
-    @property
-    def allow_miss(self) -> bool:
-        return self.fault.allow_miss
-
-    def describe(self) -> str:
-        return self.fault.describe()
 
     def _matches(self, event: AccessEvent) -> str | None:
         for path in event.paths():
@@ -270,6 +251,3 @@ class ArmedFsError(ArmedProcessFault):
             f" ({os.strerror(self.fault.errno)}) from {self.fault.describe()}"
             + (f", and {len(calls) - 1} more call(s)" if len(calls) > 1 else "")
         )
-
-    def close(self) -> None:
-        self.closed = True

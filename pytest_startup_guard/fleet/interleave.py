@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_startup_guard.checks import seconds, whole_number
+from pytest_startup_guard.checks import flag, seconds, whole_number
+from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 from pytest_startup_guard.fleet.process_faults import ArmedProcessFault, FaultContext, under
 from pytest_startup_guard.runtime.controller import AccessAnswer, AccessEvent
@@ -101,23 +102,16 @@ def interleave(
     ``then[1]``th access under ``path`` waits until member ``first[0]`` has made its
     ``first[1]``th access there (accesses of ``op`` only, when given), at most ``timeout``
     seconds. Unless ``allow_miss=True``, the launch fails if that order did not happen."""
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise ArgumentTypeError(
-            f"invalid path={path!r} for {WHERE}: expected a path (str or os.PathLike) under a"
-            " folder of the test's own (shared_dir, hub_cache, tmp_path)"
-        )
+    given = checked_path("path", path, WHERE)
     earlier, later = _step(first, "first"), _step(then, "then")
     if earlier[0] == later[0]:
         raise InvalidArgumentError(
             f"invalid first={first!r}, then={then!r} for {WHERE}: both name member"
             f" {earlier[0]}; a member's own accesses are already in order: name two members"
         )
-    if not isinstance(allow_miss, bool):
-        raise ArgumentTypeError(
-            f"invalid allow_miss={allow_miss!r} for {WHERE}: expected True or False"
-        )
+    flag("allow_miss", allow_miss, WHERE)
     return Interleave(
-        path=os.path.abspath(os.fspath(path)),
+        path=os.path.abspath(given),
         first=earlier,
         then=later,
         ops=() if op is None else operation_events(op, "op", WHERE),
@@ -151,13 +145,6 @@ class ArmedInterleave(ArmedProcessFault):
     @property
     def met(self) -> bool:
         return self.done and self.let_go is None
-
-    @property
-    def allow_miss(self) -> bool:
-        return self.fault.allow_miss
-
-    def describe(self) -> str:
-        return self.fault.describe()
 
     def _path(self, event: AccessEvent) -> str | None:
         if self.fault.ops and event.op not in self.fault.ops:
@@ -273,6 +260,3 @@ class ArmedInterleave(ArmedProcessFault):
         if not self.met or index not in (self.fault.first[0], self.fault.then[0]):
             return None
         return f"it ran interleaved with another member by {self.fault.describe()}"
-
-    def close(self) -> None:
-        self.closed = True

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_startup_guard.checks import seconds, whole_number
+from pytest_startup_guard.checks import flag, seconds, whole_number
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 from pytest_startup_guard.fleet.process_faults import ArmedProcessFault, FaultContext
 from pytest_startup_guard.runtime.controller import AccessEvent
@@ -109,10 +109,7 @@ def listen_late(
                 f"invalid peers={peers!r} for {WHERE}: expected other members than"
                 f" member={index}, at least one"
             )
-    if not isinstance(allow_miss, bool):
-        raise ArgumentTypeError(
-            f"invalid allow_miss={allow_miss!r} for {WHERE}: expected True or False"
-        )
+    flag("allow_miss", allow_miss, WHERE)
     return ListenLate(
         member=index,
         peers=chosen,
@@ -141,13 +138,6 @@ class ArmedListenLate(ArmedProcessFault):
     @property
     def met(self) -> bool:
         return self.bound_t is not None and self.let_go is None
-
-    @property
-    def allow_miss(self) -> bool:
-        return self.fault.allow_miss
-
-    def describe(self) -> str:
-        return self.fault.describe()
 
     def on_bind(self, event: AccessEvent) -> float | None:
         if self.closed or self.bound_t is not None:
@@ -239,6 +229,3 @@ class ArmedListenLate(ArmedProcessFault):
             f" {self.since_release(self.tried[index])}, before that member listened"
             f" ({self.fault.describe()})"
         )
-
-    def close(self) -> None:
-        self.closed = True

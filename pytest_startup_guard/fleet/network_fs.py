@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_startup_guard.checks import seconds, whole_number
+from pytest_startup_guard.checks import flag, seconds, whole_number
+from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 from pytest_startup_guard.fleet.fs_errors import SHOWN_FAILURES
 from pytest_startup_guard.fleet.lock_faults import LockNotExclusive, lock_not_exclusive
@@ -99,11 +100,7 @@ def network_fs(
     a rename unseen by the others for ``delay`` seconds, locks that do not exclude).
     ``members``: the members that are each on a host of their own (default: all). Add it to
     other faults with ``faults=[*network_fs(path), port_taken(member=1)]``."""
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise ArgumentTypeError(
-            f"invalid path={path!r} for {WHERE}: expected the shared folder's path (str or"
-            " os.PathLike), under a folder of the test's own (shared_dir, tmp_path)"
-        )
+    given = checked_path("path", path, WHERE)
     chosen: tuple[int, ...] | None = None
     if members is not None:
         if not isinstance(members, (list, tuple)):
@@ -116,11 +113,8 @@ def network_fs(
                 f"invalid members={members!r} for {WHERE}: a network file system needs two"
                 " hosts at least: give two member indexes or more (or none: every member)"
             )
-    if not isinstance(allow_miss, bool):
-        raise ArgumentTypeError(
-            f"invalid allow_miss={allow_miss!r} for {WHERE}: expected True or False"
-        )
-    text = os.path.abspath(os.fspath(path))
+    flag("allow_miss", allow_miss, WHERE)
+    text = os.path.abspath(given)
     return [
         NetworkFs(
             path=str(text),
@@ -168,13 +162,6 @@ class ArmedNetworkFs(ArmedProcessFault):
     @property
     def met(self) -> bool:
         return bool(self.answers)
-
-    @property
-    def allow_miss(self) -> bool:
-        return self.fault.allow_miss
-
-    def describe(self) -> str:
-        return self.fault.describe()
 
     def _inside(self, path: str) -> bool:
         return any(under(path, root) for root in self.roots)
@@ -291,6 +278,3 @@ class ArmedNetworkFs(ArmedProcessFault):
             f" {errno.errorcode[first.errno]} ({first.kind}: {first.because}) from"
             f" {self.fault.describe()}"
         )
-
-    def close(self) -> None:
-        self.closed = True

@@ -40,7 +40,11 @@ class FaultContext:
 
 
 class ArmedProcessFault(RuntimeListener):
-    """One process fault on one launch; it hears the fleet's accesses from its arming on."""
+    """One process fault on one launch; it hears the fleet's accesses from its arming on.
+    Subclasses set ``fault`` (what was given) and answer ``met`` and ``miss``."""
+
+    fault: ProcessFault
+    closed: bool = False  # stopped: it answers no access from now on
 
     def __init__(self, context: FaultContext) -> None:
         self.context = context
@@ -52,10 +56,10 @@ class ArmedProcessFault(RuntimeListener):
 
     @property
     def allow_miss(self) -> bool:
-        raise NotImplementedError
+        return self.fault.allow_miss
 
     def describe(self) -> str:
-        raise NotImplementedError
+        return self.fault.describe()
 
     def miss(self) -> str:
         """Why it was never met (asked only when it was not)."""
@@ -71,6 +75,7 @@ class ArmedProcessFault(RuntimeListener):
 
     def close(self) -> None:
         """Stop: it answers no access from now on."""
+        self.closed = True
 
     # -- helpers for subclasses ----------------------------------------------------------
 

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.checks import text as checked_text
@@ -125,24 +125,11 @@ AccessOp = Literal[
     "fcntl.lockf",
     "socket.bind",
 ]
-FILE_OPS: tuple[AccessOp, ...] = (
-    "open",
-    "os.listdir",
-    "os.scandir",
-    "os.rename",
-    "os.mkdir",
-    "os.rmdir",
-    "os.remove",
-    "os.symlink",
-    "os.link",
-    "os.truncate",
-    "os.chmod",
-    "fcntl.flock",
-    "fcntl.lockf",
-)
+BIND_OP: AccessOp = "socket.bind"
+# The file operations, in the order above: every access but a bind.
+FILE_OPS: tuple[AccessOp, ...] = tuple(op for op in get_args(AccessOp) if op != BIND_OP)
 # The accesses that read what is there: the others change it (or lock it).
 READ_OPS: tuple[AccessOp, ...] = ("open", "os.listdir", "os.scandir")
-BIND_OP: AccessOp = "socket.bind"
 
 
 def file_op(name: object) -> AccessOp:
