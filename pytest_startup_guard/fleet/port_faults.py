@@ -64,6 +64,10 @@ from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 DEFAULT_HOLD = 1.0
 TAKER_HOST = "127.0.0.1"
 PORTS_MAX_AGE = 0.05  # seconds: how long a member's listening ports, once read, count as current
+# Seconds a probe's bind keeps the other member's bind of that port waiting, at most: a probe
+# closes its socket microseconds after the bind; a bind that failed is never closed as a probe
+# (the member's next bind replaces it), and this bounds what is left.
+PROBE_BOUND = 2.0
 BIND_WAIT = 0.003  # seconds a held bind (same_port's second member) sleeps before it asks again
 PROBE_WAIT = 0.005  # seconds a held probe (port_stolen with by=) sleeps before it asks again
 SHOWN_BINDS = 6  # binds of a member listed in a miss message
@@ -265,6 +269,9 @@ class ArmedPortFault:
     take_error: str | None = None  # port_stolen: why the probed port could not be taken
     # port_stolen with by=: member -> the port whose probe it waits at, until the other probes
     held: dict[int, int] = field(default_factory=dict, repr=False)
+    # port_stolen with by=: member -> (the port a socket of it is bound to and not closed yet,
+    # when it was bound)
+    bound: dict[int, tuple[int, float]] = field(default_factory=dict, repr=False)
     _taker: socket.socket | None = field(default=None, repr=False)
 
     @property
@@ -488,6 +495,9 @@ class PortFaults:
         port = event.port
         if not port:
             return None
+        wait = self._probe_bind(event, port)
+        if wait:
+            return wait
         for armed in self.armed:
             if armed.port != port:
                 continue
@@ -501,6 +511,32 @@ class PortFaults:
                     armed.hits.append(PortHit(event.pid, index, port, event.t, "the test process"))
                 return None
             return self._same_port_bind(armed, armed.fault, index, event)
+        return None
+
+    def _probe_bind(self, event: AccessEvent, port: int) -> float | None:
+        """``port_stolen(by=j)`` before the collision: a member's bind of a port the other
+        member has bound and not closed yet waits for that close. Otherwise two scans from one
+        base could meet while both probe it (the second bind fails and moves on), and the ports
+        the probes return would depend on timing."""
+        members = self._members
+        for armed in self.armed:
+            fault = armed.fault
+            if not isinstance(fault, PortStolen) or fault.by is None or armed.met:
+                continue
+            index = self._index_of(event, armed.members)
+            if index is None or members is None:
+                continue
+            other = fault.by if index == fault.member else fault.member
+            bound = armed.bound.get(other)
+            if (
+                bound is not None
+                and bound[0] == port
+                and time.monotonic() - bound[1] < PROBE_BOUND
+                and not self._closed.is_set()
+                and not members.settled(other)
+            ):
+                return BIND_WAIT
+            armed.bound[index] = (port, time.monotonic())
         return None
 
     def _same_port_bind(
@@ -538,6 +574,8 @@ class PortFaults:
                 continue
             if not event.again:
                 armed.probes.append(PortProbe(event.pid, index, event.host, event.port, event.t))
+                if armed.bound.get(index, (0, 0.0))[0] == event.port:
+                    del armed.bound[index]  # closed: the other member may bind it now
             if self._closed.is_set():
                 return None
             if fault.by is None:
