@@ -68,12 +68,21 @@ EXPECTED: dict[str, dict[str, str]] = {
     "native_folder_move": {"naive": "fail", "retry": "pass"},
 }
 
-WHY = {
+# Why a server that fails its case does, by policy; a (row, policy) key says it for one row.
+WHY: dict[str | tuple[str, str], str] = {
     "naive": "dies on the race",
     "wait": "waits forever on the stale lock",
     "die": "dies on the busy port",
     # ports a server picks itself (reasons below this line)
     # file-system errors (reasons below this line)
+    ("fs_error_rename", "naive"): "dies of the stale handle on its rename",
+    ("fs_error_flock", "naive"): "dies where flock is not implemented",
+    ("network_fs", "naive"): "dies of the stale handle after the other member's move",
+    ("interleave", "naive"): "both append: a duplicate definition",
+    ("listen_late", "naive"): "joins the head once, before it listens",
+    ("native_folder_move", "naive"): "the native build opens its log once",
+    ("lock_held_for_good", "wait"): "waits forever on a lock nobody releases",
+    ("lock_not_exclusive", "naive"): "writes where another holder writes",
     # locks anywhere (reasons below this line)
     "timeout": "gives up on a lock its holder releases a moment later",
     # caches that must rebuild (reasons below this line)

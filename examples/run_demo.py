@@ -190,7 +190,7 @@ def faults_table(rows: list[tuple[str, str, str, str]]) -> bool:
         want = faults.EXPECTED[fault][policy]
         agree &= outcome == want
         print(
-            f"{fault:<20} {policy:<10} {judged(want, outcome, detail, faults.WHY.get(policy, ''))}"
+            f"{fault:<20} {policy:<10} {judged(want, outcome, detail, faults.WHY.get((fault, policy)) or faults.WHY.get(policy, ''))}"
         )
     expected_cells = sum(len(policies) for policies in faults.EXPECTED.values())
     if len(cells) != expected_cells:
