@@ -33,6 +33,7 @@ from pytest_startup_guard.fleet.process_faults import ArmedProcessFault, FaultCo
 from pytest_startup_guard.runtime.controller import AccessAnswer, AccessEvent
 from pytest_startup_guard.runtime.operations import (
     ACCEPTED,
+    describe_ops,
     operation_events,
     operation_name,
 )
@@ -88,8 +89,7 @@ class FsError:
     def describe(self) -> str:
         parts = [repr(self.error_name), repr(self.path)]
         if self.ops:
-            names = [operation_name(event) for event in self.ops]
-            parts.append(f"op={names[0]!r}" if len(names) == 1 else f"op={tuple(names)!r}")
+            parts.append(describe_ops(self.ops))
         if self.nth != 1:
             parts.append(f"nth={self.nth}")
         if self.times != 1:
@@ -166,11 +166,7 @@ class ArmedFsError(ArmedProcessFault):
     failed: list[FailedCall] = field(default_factory=list)
     seen: dict[int, int] = field(default_factory=dict)  # pid -> matching calls counted
     calls: list[tuple[int, str, str, float]] = field(default_factory=list)  # (pid, op, path, t)
-    closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def __post_init__(self) -> None:
-        ArmedProcessFault.__init__(self, self.context)
 
     @property
     def met(self) -> bool:

@@ -32,7 +32,7 @@ from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 from pytest_startup_guard.fleet.process_faults import ArmedProcessFault, FaultContext, under
 from pytest_startup_guard.runtime.controller import AccessAnswer, AccessEvent
-from pytest_startup_guard.runtime.operations import operation_events, operation_name
+from pytest_startup_guard.runtime.operations import describe_ops, operation_events
 from pytest_startup_guard.runtime.own_time import OwnClock
 
 WHERE = "interleave()"
@@ -73,8 +73,7 @@ class Interleave:
     def describe(self) -> str:
         parts = [repr(self.path), f"first={self.first!r}", f"then={self.then!r}"]
         if self.ops:
-            names = [operation_name(event) for event in self.ops]
-            parts.append(f"op={names[0]!r}" if len(names) == 1 else f"op={tuple(names)!r}")
+            parts.append(describe_ops(self.ops))
         if self.timeout != DEFAULT_TIMEOUT:
             parts.append(f"timeout={self.timeout:g}")
         if self.allow_miss:
@@ -136,11 +135,7 @@ class ArmedInterleave(ArmedProcessFault):
     held: tuple[int, str, float] | None = None  # (pid, path, since) of the later access
     let_go: str | None = None  # why the later access went on without the order: a miss
     done: bool = False  # the later access went on (in order, or let go)
-    closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def __post_init__(self) -> None:
-        ArmedProcessFault.__init__(self, self.context)
 
     @property
     def met(self) -> bool:

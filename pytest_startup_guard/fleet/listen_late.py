@@ -129,11 +129,7 @@ class ArmedListenLate(ArmedProcessFault):
     tried: dict[int, float] = field(default_factory=dict)  # peer -> its first connect, t
     let_go: str | None = None
     seen: int = 0  # footprint events looked at so far
-    closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def __post_init__(self) -> None:
-        ArmedProcessFault.__init__(self, self.context)
 
     @property
     def met(self) -> bool:

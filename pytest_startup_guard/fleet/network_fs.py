@@ -153,11 +153,7 @@ class ArmedNetworkFs(ArmedProcessFault):
     member_of: dict[int, int] = field(default_factory=dict)  # pid -> member index
     stale_told: set[tuple[int, str]] = field(default_factory=set)  # (pid, folder) answered
     renamed: dict[str, tuple[int, float]] = field(default_factory=dict)  # new name -> (member, t)
-    closed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def __post_init__(self) -> None:
-        ArmedProcessFault.__init__(self, self.context)
 
     @property
     def met(self) -> bool:

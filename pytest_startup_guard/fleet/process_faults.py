@@ -41,14 +41,13 @@ class FaultContext:
 
 class ArmedProcessFault(RuntimeListener):
     """One process fault on one launch; it hears the fleet's accesses from its arming on.
-    Subclasses set ``fault`` (what was given) and answer ``met`` and ``miss``."""
+    Subclasses (dataclasses) set ``fault`` (what was given) and ``context``, and answer ``met``
+    and ``miss``."""
 
     fault: ProcessFault
+    context: FaultContext
     closed: bool = False  # stopped: it answers no access from now on
-
-    def __init__(self, context: FaultContext) -> None:
-        self.context = context
-        self.released_t: float | None = None
+    released_t: float | None = None  # the fleet's release (``ProcessFaults.released``)
 
     @property
     def met(self) -> bool:

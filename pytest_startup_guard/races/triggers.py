@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pytest_startup_guard.checks import seconds as _seconds
 from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.errors import InvalidArgumentError
-from pytest_startup_guard.runtime.operations import operation_events, operation_name
+from pytest_startup_guard.runtime.operations import describe_ops, operation_events
 
 # The default hold of ``on_access()`` is the race's window (``Race.window``: how long its real
 # writer keeps the fault on disk, measured by benchmarks/bench_windows.py; 16 µs to 0.43 ms on
@@ -52,10 +52,7 @@ class OnAccess:
     ops: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        op = ""
-        if self.ops:
-            names = [operation_name(event) for event in self.ops]
-            op = f", op={names[0]!r}" if len(names) == 1 else f", op={tuple(names)!r}"
+        op = f", {describe_ops(self.ops)}" if self.ops else ""
         if self.accesses is not None:
             return f"on_access(nth={self.nth}, accesses={self.accesses}{op})"
         if self.hold is None:

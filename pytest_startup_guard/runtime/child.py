@@ -201,7 +201,8 @@ class _Client:
 class _State:
     plan: dict[str, Any] | None = None
     client: _Client | None = None
-    prefixes: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()  # the watched folders, each ending in /
+    folders: frozenset[str] = frozenset()  # the same without the /: a listing of one of them
     sink: AccessSink | None = None
     binds = False  # report socket.bind events (the controller asked for them)
     footprint = False  # report FOOTPRINT_EVENTS (the controller asked for them)
@@ -244,13 +245,19 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         if path is None:
             return
     else:
-        path = _as_text(args[0])
-        if path is None:  # a bind's or the excepthook's first argument ends up here
-            _rare_event(event, args)
-            return  # a file descriptor, or nothing
-    if not _is_watched(path, prefixes):
-        path = _absolute(path)
-        if not _is_watched(path, prefixes):
+        path = args[0]
+        if type(path) is not str:
+            path = _as_text(path)
+            if path is None:  # a bind's or the excepthook's first argument ends up here
+                _rare_event(event, args)
+                return  # a file descriptor, or nothing
+    # Inline, not _is_watched: every open of the process passes here (imports included).
+    if not path.startswith(prefixes) and path not in _state.folders:
+        watched = False
+        if not path.startswith("/"):
+            path = os.path.join(os.getcwd(), path)
+            watched = _is_watched(path, prefixes)
+        if not watched:
             if other is None:
                 return
             other = _absolute(other)
@@ -288,8 +295,13 @@ def _as_text(path: Any) -> str | None:
 
 
 def _is_watched(path: str, prefixes: tuple[str, ...]) -> bool:
-    """Under a watched folder, or the folder itself (a listing of it: the prefixes end in /)."""
-    return path.startswith(prefixes) or (path + "/") in prefixes
+    """Under a watched folder, or the folder itself (a listing of it)."""
+    return path.startswith(prefixes) or path.rstrip("/") in _state.folders
+
+
+def _set_watched(prefixes: tuple[str, ...]) -> None:
+    _state.prefixes = prefixes
+    _state.folders = frozenset(prefix.rstrip("/") for prefix in prefixes)
 
 
 def _absolute(path: str) -> str:
@@ -607,7 +619,7 @@ def _join(
     _set_ancestry(ancestry)
     if dump is not None:
         _arm_dump(*dump)
-    _state.prefixes = tuple(reply.get("watch", ()))
+    _set_watched(tuple(reply.get("watch", ())))
     _state.binds = bool(reply.get("binds"))
     child_ports.watch(bool(reply.get("probes")), client)
     child_locks.watch(reply.get("locks"), client)  # lock_not_exclusive: locks that do not lock
@@ -702,7 +714,8 @@ def _after_fork() -> None:
     _state.client = None
     if inherited is not None:
         inherited.sock = None  # the parent's connection: leave it to the parent
-    _state.prefixes, _state.sink, _state.binds = (), None, False
+    _set_watched(())
+    _state.sink, _state.binds = None, False
     _set_footprint(False)
     _state.main_tid, _state.said_bye = _thread.get_ident(), False
     _state.exit_status, _state.cause, _state.failing = None, None, False
@@ -1018,13 +1031,14 @@ def activate_in_process(prefixes: tuple[str, ...], sink: AccessSink) -> None:
     """Watch the test process's own accesses: ``sink(event, path)`` runs before each one."""
     _state.owner_pid = os.getpid()
     _state.sink = sink
-    _state.prefixes = prefixes
+    _set_watched(prefixes)
     _install_hook()
 
 
 def deactivate_in_process() -> None:
     if _state.owner_pid == os.getpid() and _state.plan is None:
-        _state.prefixes, _state.sink, _state.owner_pid = (), None, 0
+        _set_watched(())
+        _state.sink, _state.owner_pid = None, 0
 
 
 def identity() -> dict[str, Any]:

@@ -45,6 +45,12 @@ def operation_name(event: str) -> str:
     return _NAMES.get(event, event)
 
 
+def describe_ops(events: tuple[str, ...]) -> str:
+    """``op='rename'`` or ``op=('mkdir', 'rename')``: how ``op=`` was given, for a describe()."""
+    names = tuple(operation_name(event) for event in events)
+    return f"op={names[0]!r}" if len(names) == 1 else f"op={names!r}"
+
+
 def operation_events(value: object, argument: str, where: str) -> tuple[str, ...]:
     """The audit events of ``value``: one operation's name or a list of them (``"rename"``,
     ``("mkdir", "rename")``), checked: an unknown name is an error naming it, ``where`` it was
