@@ -383,6 +383,7 @@ class RuntimeController:
         self._group_counter = 0
         self._expected: dict[int, str] = {}
         self._connections: set[_Connection] = set()  # read by in_flight() under the lock
+        self._waiting_since: dict[int, float] = {}  # pid -> when it was told to wait
         self._blocked: dict[int, float] = {}  # pid -> seconds its accesses waited for a reply
         self._native_doubles = NativeDoubles()  # the libc calls of accesses Python reported
 
@@ -627,8 +628,9 @@ class RuntimeController:
                 self._arrival.wait(min(remaining, 0.05))
 
     def blocked_seconds(self, pid: int) -> float:
-        """Seconds ``pid`` has spent held at its accesses, from each access until its reply:
-        time the plugin took, which a hold in the process's own time must not count."""
+        """Seconds ``pid`` has spent held at its accesses, from each access until its reply,
+        and while a "wait" answer kept it asking: time the plugin took, which a hold in the
+        process's own time must not count."""
         with self._lock:
             return self._blocked.get(pid, 0.0)
 
@@ -745,6 +747,11 @@ class RuntimeController:
         for payload in payloads:
             try:
                 self._handle(connection, decode(payload))
+            except (BrokenPipeError, ConnectionResetError):
+                # It went away before its answer (killed at a time-out): it is gone, no error.
+                connection.handling = 0
+                self._drop(connection)
+                return
             except Exception as error:  # a bad message must not stop the controller
                 self.errors.append(f"controller: {type(error).__name__}: {error}")
             finally:
@@ -796,8 +803,13 @@ class RuntimeController:
             self._native_doubles.answered(message, failed=bool(answer and answer.errno))
             connection.sock.sendall(_encode_answer(answer))
             with self._lock:  # the process was held from its access until this reply
-                waited = max(0.0, time.monotonic() - event.t)
+                now = time.monotonic()
+                # Asked again after a "wait": held since that answer, its sleep included.
+                since = self._waiting_since.pop(event.pid, None) if event.again else None
+                waited = max(0.0, now - (event.t if since is None else min(since, event.t)))
                 self._blocked[event.pid] = self._blocked.get(event.pid, 0.0) + waited
+                if answer is not None and answer.wait:
+                    self._waiting_since[event.pid] = now
         elif op == "bind":
             pid = int(message["pid"])
             event = AccessEvent(
