@@ -1183,9 +1183,9 @@ CASES: list[Misuse] = [
     *CLI,
 ]
 
-# Issue 28's parts keep their cases in files of their own (``misuse_cases_<part>.py``, each a
+# Parts of the API keep their cases in files of their own (``misuse_cases_<part>.py``, each a
 # list ``CASES``): read here, so that test_misuse.py runs them with the rest.
-for _part in ("ports", "fs_errors", "locks", "rebuild", "order", "native"):
+for _part in ("ports", "fs_errors", "locks", "rebuild", "order", "native", "remote", "writer"):
     try:
         _module = __import__(f"misuse_cases_{_part}")
     except ModuleNotFoundError as error:

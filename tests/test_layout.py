@@ -21,14 +21,15 @@ PACKAGE = "pytest_startup_guard"
 PACKAGE_DIR = Path(pytest_startup_guard.__file__).resolve().parent
 
 # Lowest first. A part may import only parts before it (CONTRIBUTING.md, "How the parts fit":
-# cache -> races -> fleet -> verdicts -> report; runtime, targets and settings sit below them,
-# imports beside).
+# cache -> remote -> races -> fleet -> verdicts -> report; runtime, targets and settings sit
+# below them, imports beside).
 DATA_FLOW = (
     "targets",
     "settings",
     "runtime",
     "imports",
     "cache",
+    "remote",
     "races",
     "fleet",
     "verdicts",
