@@ -81,9 +81,24 @@ def _remap(value: str, prefixes: list[tuple[str, str]]) -> str | None:
     return None
 
 
+# huggingface_hub's default endpoint, what ``constants.ENDPOINT`` is without ``HF_ENDPOINT``.
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def _endpoint(environ: Mapping[str, str]) -> str:
+    return (environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
 def _prefix_pairs(source: Mapping[str, str], target: Mapping[str, str]) -> list[tuple[str, str]]:
     pairs = [(source[key], target[key]) for key in ("HF_HUB_CACHE", "HF_HOME")]
     return sorted(pairs, key=lambda pair: len(pair[0]), reverse=True)  # longest prefix first
+
+
+def _endpoint_pairs(source: Mapping[str, str], target: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The endpoint to rewrite in URL constants (``ENDPOINT``, ``HUGGINGFACE_CO_URL_TEMPLATE``),
+    where the env names one (a loopback hub's ``HF_ENDPOINT``)."""
+    old, new = _endpoint(source), _endpoint(target)
+    return [] if old == new else [(old, new)]
 
 
 # The environments in force, in the order they were applied (the hub_cache fixture's).
@@ -127,6 +142,8 @@ class HubEnvironment:
         modules = _library_modules()
         self._modules_before = {id(module) for module in modules}
         prefixes = _prefix_pairs(hub_paths(original), hub_paths(self.env))
+        if "HF_ENDPOINT" in self.env:
+            prefixes += _endpoint_pairs(original, self.env)
         flags = offline_flags(self.env)
         for module in modules:
             self._rewrite(module, prefixes, flags, record=True)
@@ -148,6 +165,8 @@ class HubEnvironment:
             setattr(module, attribute, original)
         # Modules first imported during the test computed their constants from the fake env.
         prefixes = _prefix_pairs(hub_paths(fake), hub_paths(os.environ))
+        if "HF_ENDPOINT" in self.env:
+            prefixes += _endpoint_pairs(fake, os.environ)
         flags = offline_flags(os.environ)
         for module in _library_modules():
             if id(module) not in self._modules_before:
@@ -166,7 +185,7 @@ class HubEnvironment:
         namespace = vars(module)
         for attribute, value in list(namespace.items()):
             replacement: object
-            if isinstance(value, str) and value.startswith(os.sep):
+            if isinstance(value, str) and value.startswith((os.sep, "http")):
                 remapped = _remap(value, prefixes)
                 if remapped is None:
                     continue

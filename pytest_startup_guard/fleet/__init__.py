@@ -12,5 +12,5 @@ on what its processes do (``process_faults``, with ``fs_errors``, ``network_fs``
 pytest-timeout marks (``timeouts``); and waking the moment a member exits (``exit_wait``). Whole
 process trees are ended by ``runtime.process_group``.
 
-May import: runtime, cache, races.
+May import: runtime, cache, remote, races.
 """

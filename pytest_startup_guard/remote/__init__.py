@@ -5,5 +5,5 @@ Owns the repos it serves, with their commits and branches (``repos``), the HTTP 
 that members download from (``hub_remote``), and the real writer as a helper process the plugin
 starts (``writer``).
 
-May import: settings, runtime, cache.
+May import: runtime, cache.
 """
