@@ -145,6 +145,23 @@ def test_empirical_figures_agree_with_the_cells() -> None:
                 assert row["failures"] > 0, row
 
 
+def test_the_real_writers_agree_with_the_cells() -> None:
+    """What exploring each release's own writer found (``--real-writer``) against the rules:
+    a failing pair only where the race is open in that release, and a snapshot_download refresh
+    fails on a ref that names no commit exactly where ``ref_rewrite`` is open."""
+    rows = DATA["real_writer"]
+    assert {row["version"] for row in rows} == set(hv.REAL_WRITER_VERSIONS)
+    assert {row["scenario"] for row in rows} == set(hv.SCENARIOS)
+    for row in rows:
+        assert row["pairs"] > 0 and row["steps"] > 0 and not row["other_failures"], row
+        cells = {race: DATA["races"][race]["cells"][row["version"]] for race in row["failed"]}
+        for race, failed in row["failed"].items():
+            if failed:
+                assert cells[race]["verdict"] == "open", (row["version"], row["scenario"], race)
+        if row["scenario"] == "refresh":
+            assert (row["failed"]["ref_rewrite"] > 0) == (cells["ref_rewrite"]["verdict"] == "open")
+
+
 # -- the rules, on small sources -------------------------------------------------------------
 
 FD = "huggingface_hub/file_download.py"

@@ -573,7 +573,9 @@ def changes(scan: Scan, race: str) -> list[dict[str, Any]]:
     return out
 
 
-def to_json(scan: Scan, empirical: list[dict[str, Any]]) -> dict[str, Any]:
+def to_json(
+    scan: Scan, empirical: list[dict[str, Any]], real_writer: list[dict[str, Any]]
+) -> dict[str, Any]:
     classified = [v for v in scan.releases if v in scan.cells]
     return {
         "generated_by": "tools/hub_versions.py",
@@ -590,6 +592,7 @@ def to_json(scan: Scan, empirical: list[dict[str, Any]]) -> dict[str, Any]:
             for race in RACE_NAMES
         },
         "empirical": empirical,
+        "real_writer": real_writer,
     }
 
 
@@ -628,9 +631,32 @@ def _cell_text(segment: Mapping[str, Any]) -> str:
     return "<br>".join(f"`{line}`" for line in segment["evidence"]).replace("|", "\\|")
 
 
+def _in_segment(data: Mapping[str, Any], version: str, segment: Mapping[str, Any]) -> bool:
+    releases = list(data["releases"])
+    if version not in releases:
+        return False
+    index = releases.index(version)
+    return releases.index(segment["first"]) <= index <= releases.index(segment["last"])
+
+
+def real_writer_text(data: Mapping[str, Any], race: str, segment: Mapping[str, Any]) -> str:
+    """What exploring the real writers of the segment's releases found for the race."""
+    if race not in REAL_WRITER_RACES:
+        return "not explored"
+    found = [
+        f"{row['version']} {row['scenario']}: {row['failed'][race]} of {row['pairs']} pairs fail"
+        for row in data.get("real_writer", [])
+        if _in_segment(data, row["version"], segment)
+    ]
+    return "<br>".join(found) or "not explored"
+
+
 def render_table(data: Mapping[str, Any]) -> str:
-    rows = ["| race | releases | verdict | form | evidence (first release of the row) |"]
-    rows.append("|---|---|---|---|---|")
+    rows = [
+        "| race | releases | verdict | form | evidence (first release of the row)"
+        " | real writer explored |"
+    ]
+    rows.append("|---|---|---|---|---|---|")
     for race in RACE_NAMES:
         for segment in data["races"][race]["segments"]:
             span = (
@@ -640,8 +666,25 @@ def render_table(data: Mapping[str, Any]) -> str:
             )
             rows.append(
                 f"| `{race}` | {span} | **{segment['verdict']}** | {segment['form']} |"
-                f" {_cell_text(segment)} |"
+                f" {_cell_text(segment)} | {real_writer_text(data, race, segment)} |"
             )
+    return "\n".join(rows)
+
+
+def render_real_writer(data: Mapping[str, Any]) -> str:
+    rows = [
+        "| huggingface_hub | the writer | steps | reader points | pairs | failing pairs |"
+        " seconds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in data.get("real_writer", []):
+        failing = ", ".join(f"`{race}` {n}" for race, n in row["failed"].items() if n)
+        other = len(row["other_failures"])
+        failing = ", ".join(part for part in (failing, f"other {other}" if other else "") if part)
+        rows.append(
+            f"| {row['version']} | {row['writer']} | {row['steps']} | {row['points']} |"
+            f" {row['pairs']} | {failing or 'none'} | {row['seconds']:.0f} |"
+        )
     return "\n".join(rows)
 
 
@@ -697,6 +740,21 @@ def render_markdown(data: Mapping[str, Any]) -> str:
         + ".",
         "",
         render_empirical(data),
+        "",
+        "## Explored with the real writers",
+        "",
+        "Each release's own download code, run against the loopback hub (`hub_remote`) and"
+        " paused after each of its file operations, with a reader (a server deployed on the"
+        " warm commit: it resolves `refs/main`, then loads that commit's `config.json`) held at"
+        " each of its accesses until then: every (step, point) pair is one start-up"
+        " (`server_fleet.explore_writer`; `python tools/hub_versions.py --real-writer`). A"
+        " failing pair names the race by what the reader found: `ref_rewrite` a ref that names"
+        " no commit, `pointer_swap` the deployed commit's pointer gone, `dangling_pointer` its"
+        " blob gone, `blob_rewrite` other bytes. The writers: "
+        + "; ".join(f"`{name}`: {text}" for name, text in SCENARIOS.items())
+        + ".",
+        "",
+        render_real_writer(data),
         "",
     ]
     return "\n".join(parts)
@@ -971,6 +1029,186 @@ def empirical(data: Mapping[str, Any], cache: Path, seconds: float) -> list[dict
     return rows
 
 
+# -- the real writers, explored ---------------------------------------------------------------
+
+# (version, scenario): each release's own download code run against the loopback hub
+# (``hub_remote``) and paused after each of its file operations, a reader held at each of its
+# accesses until then (``server_fleet.explore_writer``). The versions: the oldest, the
+# EMPIRICAL_CELLS releases (both sides of every fix they measure).
+REAL_WRITER_VERSIONS: tuple[str, ...] = ("0.8.1", "0.14.0", "1.15.0", "1.30.0", "1.31.0", "2.4.0")
+SCENARIOS: dict[str, str] = {
+    "refresh": "snapshot_download of a new commit onto a warm cache",
+    "force": "hf_hub_download(force_download=True) of the cached commit",
+}
+# The races a reader's failure can name (the reader's first line says which).
+REAL_WRITER_RACES = ("pointer_swap", "ref_rewrite", "blob_rewrite", "dangling_pointer")
+
+# A server deployed on the warm commit: it resolves refs/main once (a ref that names no commit
+# is fatal: ref_rewrite), then loads the commit it was deployed with (a pointer gone:
+# pointer_swap; a pointer whose blob is gone: dangling_pointer; bytes that are not the file's:
+# blob_rewrite). Reads the layout itself, as every release writes it.
+REAL_WRITER_READER = r"""
+import json, os, re, sys, time
+repo, pinned, expected = sys.argv[1], sys.argv[2], sys.argv[3]
+folder = os.path.join(os.environ["HF_HUB_CACHE"], "models--" + repo.replace("/", "--"))
+def fail(race, why):
+    print(f"race={race}: {why}", flush=True)
+    sys.exit(1)
+try:
+    with open(os.path.join(folder, "refs", "main")) as ref:
+        commit = ref.read()
+except OSError as error:
+    fail("ref_rewrite", f"refs/main: {error}")
+if not re.fullmatch(r"[0-9a-f]{40}", commit):
+    fail("ref_rewrite", f"refs/main holds {commit!r}")
+pointer = os.path.join(folder, "snapshots", pinned, "config.json")
+try:
+    with open(pointer, "rb") as handle:
+        data = handle.read()
+except FileNotFoundError:
+    if os.path.islink(pointer):
+        fail("dangling_pointer", f"{pointer} points to a blob that is gone")
+    fail("pointer_swap", f"{pointer} is gone")
+if data != expected.encode():
+    fail("blob_rewrite", f"{pointer} holds {data[:40]!r}, not the file")
+print("ready", flush=True)
+time.sleep(300)
+"""
+
+REAL_WRITER_TEST = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+from pytest_startup_guard import ready
+
+RELEASE, SCENARIO, OUT, READER = sys_args = json.loads(os.environ["HUBV_REAL_WRITER"])
+REPO = "acme/tiny"
+
+def test_real_writer(hub_remote, server_fleet):
+    first = hub_remote.add_model(REPO, {"config.json": {"model_type": "gpt2", "v": 1}})
+    warm = hub_remote.writer(REPO, release=RELEASE)
+    done = subprocess.run(warm.argv, env={**os.environ, **warm.env}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    if SCENARIO == "refresh":
+        hub_remote.push(REPO, {"config.json": {"model_type": "gpt2", "v": 2}})
+        writer = hub_remote.writer(REPO, release=RELEASE)
+    else:
+        writer = hub_remote.writer(REPO, call="hf_hub_download", filename="config.json",
+                                   force_download=True, release=RELEASE)
+    expected = first.files["config.json"].decode()
+    readers = [sys.executable, READER, REPO, first.commit, expected]
+    exploration = server_fleet.explore_writer(
+        writer, readers, ready=ready.log("ready"), env={"PYTHONPATH": RELEASE})
+    rows = []
+    for pair in exploration.pairs:
+        race = None
+        if pair.reason and "race=" in pair.reason:
+            race = pair.reason.split("race=", 1)[1].split(":", 1)[0]
+        rows.append({"pair": pair.key, "outcome": pair.outcome, "race": race,
+                     "reason": pair.reason, "writer_code": pair.writer_code})
+    Path(OUT).write_text(json.dumps({
+        "steps": len(exploration.steps), "points": len(exploration.points),
+        "pairs": rows, "states_per_second": exploration.states_per_second}))
+"""
+
+
+def release_folder(version: str, cache: Path) -> Path:
+    """A folder holding that release and its dependencies: ``make test``'s, or one of ours."""
+    made = ROOT / ".venv" / "hub-releases" / version
+    if (made / "huggingface_hub" / "__init__.py").is_file():
+        return made
+    folder = cache / "targets" / version
+    if not (folder / "huggingface_hub" / "__init__.py").is_file():
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-warn-conflicts",
+                "--no-compile",
+                "--target",
+                str(folder),
+                f"huggingface_hub=={version}",
+            ],
+            check=True,
+        )
+    return folder
+
+
+def run_real_writer(version: str, scenario: str, cache: Path) -> dict[str, Any]:
+    """Explore one release's writer in one scenario: a pytest run of the plugin (its
+    ``hub_remote`` and ``explore_writer``); the failing pairs, counted per race the reader named."""
+    folder = release_folder(version, cache)
+    with tempfile.TemporaryDirectory(prefix="hubv-writer-") as tmp:
+        test, reader, out = (
+            Path(tmp) / "test_cell.py",
+            Path(tmp) / "reader.py",
+            Path(tmp) / "out.json",
+        )
+        test.write_text(REAL_WRITER_TEST)
+        reader.write_text(REAL_WRITER_READER)
+        env = {
+            **os.environ,
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "HUBV_REAL_WRITER": json.dumps([str(folder), scenario, str(out), str(reader)]),
+        }
+        started = time.monotonic()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "startup_guard",
+                "-q",
+                "-x",
+                str(test),
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        seconds = time.monotonic() - started
+        if done.returncode != 0 or not out.is_file():
+            raise RuntimeError(
+                f"{version} {scenario}: the exploration failed:\n{done.stdout[-4000:]}"
+            )
+        found = json.loads(out.read_text())
+    failed = [pair for pair in found["pairs"] if pair["outcome"] == "failed"]
+    return {
+        "version": version,
+        "scenario": scenario,
+        "writer": SCENARIOS[scenario],
+        "steps": found["steps"],
+        "points": found["points"],
+        "pairs": sum(pair["outcome"] != "not reached" for pair in found["pairs"]),
+        "failed": {
+            race: sum(pair["race"] == race for pair in failed) for race in REAL_WRITER_RACES
+        },
+        "other_failures": [pair["reason"] for pair in failed if pair["race"] is None],
+        "seconds": round(seconds, 1),
+    }
+
+
+def real_writers(cache: Path) -> list[dict[str, Any]]:
+    rows = []
+    for version in REAL_WRITER_VERSIONS:
+        for scenario in SCENARIOS:
+            row = run_real_writer(version, scenario, cache)
+            failing = ", ".join(f"{race} {n}" for race, n in row["failed"].items() if n) or "none"
+            print(
+                f"{version:<8}{scenario:<9}{row['steps']:>3} steps {row['pairs']:>3} pairs"
+                f"  failing: {failing}  ({row['seconds']:.0f} s)",
+                flush=True,
+            )
+            rows.append(row)
+    return rows
+
+
 # -- command line ----------------------------------------------------------------------------
 
 
@@ -994,8 +1232,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--empirical", action="store_true", help="measure EMPIRICAL_CELLS")
     parser.add_argument("--seconds", type=float, default=3.0, help="per empirical cell (<= 5)")
     parser.add_argument("--write-docs", action="store_true", help="render the Markdown page")
+    parser.add_argument(
+        "--real-writer", action="store_true", help="explore REAL_WRITER_VERSIONS' own writers"
+    )
     args = parser.parse_args(argv)
-    if not (args.empirical or args.write_docs):
+    if not (args.empirical or args.write_docs or args.real_writer):
         releases = list_versions(args.since)
         wheels = args.cache / "wheels"
 
@@ -1004,11 +1245,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return None if wheel is None else read_wheel(wheel)
 
         scan = bisect_scan(releases, args.step, load, [v for _, v, _ in EMPIRICAL_CELLS])
-        previous = load_data(args.data)["empirical"] if args.data.is_file() else []
-        write_data(args.data, to_json(scan, previous))
+        previous = load_data(args.data) if args.data.is_file() else {}
+        write_data(
+            args.data,
+            to_json(scan, previous.get("empirical", []), previous.get("real_writer", [])),
+        )
     data = load_data(args.data)
     if args.empirical:
         data["empirical"] = empirical(data, args.cache, min(args.seconds, 5.0))
+        write_data(args.data, data)
+    if args.real_writer:
+        data["real_writer"] = real_writers(args.cache)
         write_data(args.data, data)
     if args.write_docs:
         args.docs.parent.mkdir(parents=True, exist_ok=True)
