@@ -50,6 +50,9 @@ if TYPE_CHECKING:
     from pytest_startup_guard.fleet.server import Server as Server
     from pytest_startup_guard.fleet.server_fleet import ServerFleet as ServerFleet
     from pytest_startup_guard.fleet.workers import Worker as Worker
+    from pytest_startup_guard.fleet.writer_exploration import WriterExploration as WriterExploration
+    from pytest_startup_guard.fleet.writer_exploration import WriterPair as WriterPair
+    from pytest_startup_guard.fleet.writer_steps import WriterStep as WriterStep
     from pytest_startup_guard.imports.probe import ImportProbeError as ImportProbeError
     from pytest_startup_guard.imports.probe import ImportRaceProbe as ImportRaceProbe
     from pytest_startup_guard.imports.probe import ImportRaceResult as ImportRaceResult
@@ -79,6 +82,15 @@ if TYPE_CHECKING:
     from pytest_startup_guard.races.triggers import chaos as chaos
     from pytest_startup_guard.races.triggers import on_access as on_access
     from pytest_startup_guard.races.triggers import placed as placed
+    from pytest_startup_guard.remote.hub_remote import HubRemote as HubRemote
+    from pytest_startup_guard.remote.repos import RemoteCommit as RemoteCommit
+    from pytest_startup_guard.remote.server import RemoteRequest as RemoteRequest
+    from pytest_startup_guard.remote.wire_faults import WireFault as WireFault
+    from pytest_startup_guard.remote.wire_faults import drop_connection as drop_connection
+    from pytest_startup_guard.remote.wire_faults import server_error as server_error
+    from pytest_startup_guard.remote.wire_faults import slow_body as slow_body
+    from pytest_startup_guard.remote.wire_faults import wrong_etag as wrong_etag
+    from pytest_startup_guard.remote.writer import WriterCommand as WriterCommand
     from pytest_startup_guard.runtime.controller import RuntimeController as RuntimeController
     from pytest_startup_guard.runtime.controller import RuntimeListener as RuntimeListener
     from pytest_startup_guard.targets.detection import detect_target as detect_target

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
     from pytest_startup_guard.fleet.reaper import Reaper
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
+    from pytest_startup_guard.fleet.writer_exploration import WriterSettings
     from pytest_startup_guard.races.exploration import ExploreSettings
     from pytest_startup_guard.races.hubrace import HubRace
+    from pytest_startup_guard.remote.hub_remote import HubRemote
     from pytest_startup_guard.report.run_report import ReportPaths
     from pytest_startup_guard.runtime.controller import RuntimeController
     from pytest_startup_guard.verdicts.cases import StartupCase
@@ -257,6 +259,32 @@ def hub_cache(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[FakeHub
         environment.restore()
 
 
+@pytest.fixture
+def hub_remote(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[HubRemote]:
+    """A hub on 127.0.0.1 for this test, serving what ``add_model``/``push`` put there; the
+    test process and every process it starts download from it, online, into the test's
+    ``hub_cache`` (warm) when the test uses that fixture, else into a cache that starts empty."""
+    from pytest_startup_guard.cache.env import HubEnvironment
+    from pytest_startup_guard.cache.hubcache import FakeHubCache
+    from pytest_startup_guard.remote.hub_remote import HubRemote
+
+    if "hub_cache" in request.fixturenames:
+        cache = request.getfixturevalue("hub_cache")
+    else:
+        cache = FakeHubCache(tmp_path / "startup-guard-remote-cache")
+        _record(request).add_cache(cache)
+    remote = HubRemote(cache)
+    environment = HubEnvironment(remote.env)
+    environment.apply()
+    try:
+        yield remote
+    finally:
+        environment.restore()
+        problems = remote.close()
+    if problems:
+        pytest.fail("startup-guard hub_remote:\n" + "\n".join(problems), pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def shared_hub_cache(
     tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
@@ -310,6 +338,10 @@ def child_runtime(
         for name in ("hub_cache", "shared_hub_cache"):
             if name in request.fixturenames:
                 controller.watch(request.getfixturevalue(name).root)
+        if "hub_remote" in request.fixturenames:
+            remote = request.getfixturevalue("hub_remote")
+            controller.watch(remote.cache.root)
+            remote.watch_connects(controller)  # loopback only, checked at its teardown
         with monkeypatch.context() as patch:
             for key, value in controller.env.items():
                 patch.setenv(key, value)
@@ -417,6 +449,10 @@ def server_fleet(
     default_cache = (
         request.getfixturevalue("hub_cache") if "hub_cache" in request.fixturenames else None
     )
+    online_env = None
+    if "hub_remote" in request.fixturenames:
+        remote = request.getfixturevalue("hub_remote")
+        default_cache, online_env = remote.cache, remote.env
     fleets = ServerFleet(
         child_runtime,
         tmp_path / "startup-guard-fleet",
@@ -424,9 +460,11 @@ def server_fleet(
         _reaper(request.config),
         default_timeout=session.readiness_timeout,
         default_cache=default_cache,
+        online_env=online_env,
         hub_race=hub_race,
         explore_settings=hub_race.explore_settings,
     )
+    fleets.writer_settings = _writer_settings(request)
     _record(request).fleets = fleets
     late: list[str] = []
     try:
@@ -455,6 +493,22 @@ def _explore_settings(request: pytest.FixtureRequest) -> ExploreSettings:
     return ExploreSettings(
         only_point=session.explore_point,
         replay_point=f"{session.replay(request.node.nodeid)} {option}=",
+    )
+
+
+def _writer_settings(request: pytest.FixtureRequest) -> WriterSettings:
+    """The run's writer pair (``--startup-guard-writer-pair``), and the command that replays
+    one pair of this test."""
+    from pytest_startup_guard.fleet.writer_exploration import PAIR_SLOT, WriterSettings
+
+    session = get_session(request.config)
+    setting = session.settings["writer_pair"]
+    pair = setting.value
+    option = options.OPTIONS_BY_NAME["writer_pair"].flag
+    return WriterSettings(
+        only_pair=pair if isinstance(pair, tuple) else None,
+        source=setting.source,
+        replay=f"{session.replay(request.node.nodeid)} {option}={PAIR_SLOT}",
     )
 
 

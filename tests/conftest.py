@@ -33,6 +33,7 @@ def guard_pytester(
         "STARTUP_GUARD_STRICT_RERUNS",
         "STARTUP_GUARD_STRESS",
         "STARTUP_GUARD_EXPLORE_POINT",
+        "STARTUP_GUARD_WRITER_PAIR",
         "PYTEST_ADDOPTS",
     ):
         monkeypatch.delenv(name, raising=False)

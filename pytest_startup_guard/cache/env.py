@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Mapping
 from types import ModuleType
+from typing import Any
 
 # Libraries whose module constants cache hub paths or offline flags.
 _LIBRARIES = ("huggingface_hub", "transformers", "datasets", "diffusers")
@@ -129,7 +130,7 @@ class HubEnvironment:
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = dict(env)
         self._saved_environ: dict[str, str | None] = {}
-        self._saved_attributes: list[tuple[ModuleType, str, object]] = []
+        self._saved_attributes: list[tuple[object, str, object]] = []
         self._modules_before: set[int] = set()
         self._applied = False
 
@@ -185,6 +186,13 @@ class HubEnvironment:
         namespace = vars(module)
         for attribute, value in list(namespace.items()):
             replacement: object
+            if type(value).__name__ == "HfApi" and isinstance(getattr(value, "endpoint", 0), str):
+                # huggingface_hub's module-level client (``hf_api.api``, behind
+                # ``huggingface_hub.model_info``) kept the endpoint of its import.
+                self._rewrite_endpoint(value, prefixes, record=record)
+                continue
+            if attribute.startswith("_HF_DEFAULT"):
+                continue  # the library's own default, which it compares ENDPOINT against
             if isinstance(value, str) and value.startswith((os.sep, "http")):
                 remapped = _remap(value, prefixes)
                 if remapped is None:
@@ -198,3 +206,13 @@ class HubEnvironment:
                 if record:
                     self._saved_attributes.append((module, attribute, value))
                 namespace[attribute] = replacement
+
+    def _rewrite_endpoint(
+        self, client: Any, prefixes: list[tuple[str, str]], *, record: bool
+    ) -> None:
+        endpoint: str = client.endpoint
+        remapped = _remap(endpoint, prefixes)
+        if remapped is not None and remapped != endpoint:
+            if record:
+                self._saved_attributes.append((client, "endpoint", endpoint))
+            client.endpoint = remapped

@@ -208,10 +208,14 @@ class FleetLauncher:
         *,
         default_timeout: float,
         default_cache: FakeHubCache | None = None,
+        online_env: Mapping[str, str] | None = None,
         races: HubRace | None = None,
         barrier_timeout: float = 20.0,
     ) -> None:
         self.controller = controller
+        # The loopback hub's env (``hub_remote.env``): a cache's own env is offline, so under
+        # ``hub_remote`` the members get the remote's online settings over it.
+        self.online_env = dict(online_env) if online_env is not None else None
         self.folder = folder
         self.leases = leases
         self.reaper = reaper
@@ -377,6 +381,8 @@ class FleetLauncher:
         base_env = dict(os.environ)
         if cache is not None:
             base_env.update(cache.env)
+            if self.online_env is not None:
+                base_env.update(self.online_env)
         base_env.update(self.controller.env)
         base_env.update(env or {})
         return base_env

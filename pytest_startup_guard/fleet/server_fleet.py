@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
@@ -28,6 +29,9 @@ from pytest_startup_guard.races.exploration import Exploration, ExploreSettings
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import RuntimeController
 
+if TYPE_CHECKING:
+    from pytest_startup_guard.fleet.writer_exploration import WriterExploration, WriterSettings
+
 
 class ServerFleet:
     """The ``server_fleet`` fixture: ``launch`` fleets, ``explore`` their start-up; every
@@ -42,6 +46,7 @@ class ServerFleet:
         *,
         default_timeout: float,
         default_cache: FakeHubCache | None = None,
+        online_env: Mapping[str, str] | None = None,
         hub_race: HubRace | None = None,
         explore_settings: ExploreSettings | None = None,
         barrier_timeout: float = 20.0,
@@ -53,6 +58,7 @@ class ServerFleet:
             reaper,
             default_timeout=default_timeout,
             default_cache=default_cache,
+            online_env=online_env,
             races=hub_race,
             barrier_timeout=barrier_timeout,
         )
@@ -61,6 +67,10 @@ class ServerFleet:
             explore_settings if explore_settings is not None else ExploreSettings()
         )
         self.explorations: list[Exploration] = []
+        # explore_writer: what it found, and the run's pair to replay (set by the plugin; None:
+        # read from the environment, ``writer_exploration.writer_settings_of``)
+        self.writer_explorations: list[WriterExploration] = []
+        self.writer_settings: WriterSettings | None = None
         self._explore_request: ExploreRequest | None = None
 
     @property
@@ -212,6 +222,64 @@ class ServerFleet:
             race, repo, filename, points=points, mode=mode, hold=hold, revision=revision
         )
         self.explorations.append(exploration)
+        return exploration
+
+    def explore_writer(
+        self,
+        writer: object,
+        argv: Sequence[str],
+        *,
+        count: int = 1,
+        ready: ready_module.Probe,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        points: Sequence[int] | None = None,
+        pairs: Sequence[tuple[int, int]] | None = None,
+        cache: FakeHubCache | None = None,
+    ) -> WriterExploration:
+        """Pause the real ``writer`` (``hub_remote.writer(...)``, or a plain argv writing
+        ``cache``, by default the test's ``hub_cache``) after each of its steps, with the
+        readers (a fleet of ``argv``, as ``launch`` takes it) held at each of their access
+        points until then, and return how every (step, point) pair fared
+        (``.assert_no_failures()``). ``points=[j, ...]`` holds the readers at those points only;
+        ``pairs=[(step, point)]`` (or ``--startup-guard-writer-pair=STEP:POINT``) runs only
+        those pairs."""
+        __tracebackhide__ = True
+        from pytest_startup_guard.fleet.writer_exploration import (
+            ExploredReaders,
+            WriterExplorer,
+            writer_settings_of,
+        )
+        from pytest_startup_guard.fleet.writer_steps import (
+            checked_pairs,
+            checked_points,
+            checked_writer,
+        )
+
+        where = "server_fleet.explore_writer()"
+        checked = check_launch(
+            where,
+            argv,
+            count=count,
+            ready=ready,
+            timeout=timeout,
+            default_timeout=self.launcher.default_timeout,
+            env=env,
+            cwd=cwd,
+        )
+        command = checked_writer(writer, cache or self.default_cache, where)
+        wanted = checked_pairs(pairs, where)
+        wanted_points = checked_points(points, where)
+        settings = self.writer_settings or writer_settings_of(self.explore_settings)
+        explorer = WriterExplorer(
+            self.launcher,
+            settings,
+            self.folder / f"explore-writer-{len(self.writer_explorations)}",
+            ExploredReaders(checked.argv, count, ready, env, timeout, cwd),
+        )
+        exploration = explorer.run(command, wanted, wanted_points)
+        self.writer_explorations.append(exploration)
         return exploration
 
     def unreported_problems(self) -> list[str]:

@@ -2,7 +2,8 @@
 
 Owns the repos it serves, with their commits and branches (``repos``), the HTTP server on
 127.0.0.1 (``server``), the faults on the wire (``wire_faults``), the per-test ``HubRemote``
-that members download from (``hub_remote``), and the real writer as a helper process the plugin
+that members download from (``hub_remote``), the check that they reach loopback only
+(``loopback``), and the real writer as a helper process the plugin
 starts (``writer``).
 
 May import: runtime, cache.

@@ -14,14 +14,24 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
-from pytest_startup_guard.cache.layout import FileContent, repo_folder_name, validate_revision
-from pytest_startup_guard.remote.repos import RemoteCommit, RemoteRepos
+from pytest_startup_guard.cache.layout import FileContent, repo_folder_name
+from pytest_startup_guard.checks import shown
+from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
+from pytest_startup_guard.remote.loopback import off_loopback
+from pytest_startup_guard.remote.repos import (
+    NotOnRemote,
+    RemoteCommit,
+    RemoteRepos,
+    checked_repo_id,
+    checked_revision,
+)
 from pytest_startup_guard.remote.server import HubServer, RemoteRequest
 from pytest_startup_guard.remote.wire_faults import ArmedWireFault, WireFaults
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pytest_startup_guard.remote.writer import WriterCommand
+    from pytest_startup_guard.runtime.controller import RuntimeController
 
 # Left over by a download that did not finish, or by a writer's temporary file. (A ``.lock``
 # next to a blob is not: releases up to 0.18 lock ``blobs/<etag>.lock`` and leave the file.)
@@ -40,6 +50,7 @@ class HubRemote:
         self._lock = threading.Lock()
         self._server = HubServer(self.repos, self.faults, self._log)
         self.url = self._server.url
+        self._controller: RuntimeController | None = None
 
     def __repr__(self) -> str:
         return f"HubRemote({self.url!r}, cache={self.cache.root})"
@@ -50,7 +61,9 @@ class HubRemote:
 
     @property
     def requests(self) -> list[RemoteRequest]:
-        """Every request answered so far, in order."""
+        """Every request answered so far, in order (an answer still being sent is waited for,
+        up to 1 s: the client may hold it before the server's thread logged it)."""
+        self._server.settle()
         with self._lock:
             return list(self._requests)
 
@@ -105,8 +118,13 @@ class HubRemote:
         its commit, each file is a pointer to a blob with the file's bytes, one blob per
         content, nothing half-written left."""
         __tracebackhide__ = True
-        validate_revision(revision)
-        commit = self.repos.resolve(repo_id, revision)
+        where = "hub_remote.assert_cache_whole()"
+        commit = self._served(repo_id, revision, where)
+        if cache is not None and not isinstance(cache, FakeHubCache):
+            raise ArgumentTypeError(
+                f"invalid cache={shown(cache)} for {where}: expected a FakeHubCache (hub_cache,"
+                " or None for hub_remote.cache)"
+            )
         problems = cache_problems(cache or self.cache, commit, revision)
         if problems:
             raise AssertionError(
@@ -114,10 +132,32 @@ class HubRemote:
                 f" ({commit.commit[:12]}) whole:\n  " + "\n  ".join(problems)
             )
 
+    def _served(self, repo_id: object, revision: object, where: str) -> RemoteCommit:
+        """The remote's commit of ``repo_id`` at ``revision``, or a clear error at the call."""
+        name = checked_repo_id(repo_id, where)
+        branch = checked_revision(revision, where)
+        try:
+            return self.repos.resolve(name, branch)
+        except NotOnRemote as missing:
+            raise InvalidArgumentError(
+                f"invalid repo_id={name!r}, revision={branch!r} for {where}: {missing.message}"
+                f" on the remote (it serves: {', '.join(self.repos.names()) or 'nothing'})"
+            ) from None
+
+    def watch_connects(self, controller: RuntimeController) -> None:
+        """Check, at ``close``, that no process of the test reached an address other than
+        loopback (the child runtime reports every connect and name lookup made in Python)."""
+        controller.record_footprint()
+        self._controller = controller
+
     def close(self) -> list[str]:
-        """Stop the server; the faults no request met, as problems."""
-        self._server.close()
-        return self.faults.unmet()
+        """Stop the server; the faults no request met, the addresses other than loopback that
+        a process reached, the server threads that did not end: as problems."""
+        problems = self._server.close()
+        problems += self.faults.unmet()
+        if self._controller is not None:
+            problems += off_loopback(self._controller, self.url)
+        return problems
 
     def writer(
         self,
@@ -192,6 +232,11 @@ def cache_problems(cache: FakeHubCache, commit: RemoteCommit, revision: str) -> 
         for names in contents.values():
             if len(names) > 1:
                 problems.append(f"one content in {len(names)} blobs: {', '.join(names)}")
+    for temporary in sorted(cache.hub_dir.glob("tmp*")):
+        # huggingface_hub < 0.11 downloads into a NamedTemporaryFile at the cache's top unless
+        # resume_download=True, and leaves it there when the download fails.
+        if temporary.is_file():
+            problems.append(f"{temporary.name} (at the cache's top): left by a download")
     for leftover in sorted(folder.rglob("*")) if folder.is_dir() else []:
         if leftover.parent != blobs and leftover.name.endswith((".incomplete", ".tmp")):
             problems.append(f"{leftover.relative_to(folder)}: left by a writer that did not finish")

@@ -1,24 +1,32 @@
-"""The repos a loopback hub serves: commits of files, branches that move.
+"""The repos a ``HubRemote`` serves: commits, branches and files, as the Hub stores them.
 
-A commit id is derived from the repo and its files' etags (``cache/layout.commit_for``), as the
-fake cache derives it: a repo the remote serves and the same files added to a ``FakeHubCache``
-have the same commit, and a download of one gives exactly the other's layout (same blob names,
-same snapshot folder). A file's etag is what huggingface_hub names its blob: the git blob sha1,
-or the sha256 of an LFS file (``layout.etag_for``).
+A commit is immutable: its files (name -> bytes), its parent, and a 40-hex id derived from
+them only, so a test's seed never changes it and two runs give the same commit. A repo's first
+commit on a branch has the id ``FakeHubCache.add_model`` gives the same files
+(``layout.commit_for``), so a warm ``hub_cache`` built from the same files already holds the
+remote's commit; a later commit (``push``) hashes its parent in too.
+
+Every file has the git blob sha1 of its bytes (the ``oid`` of the tree listing). A file the
+fake cache would store with Git LFS (``layout.is_lfs``: an LFS suffix or more than the cache's
+``lfs_threshold`` bytes) is LFS here too: its etag is the sha256 of its bytes, the name
+huggingface_hub gives its blob; other files' etag is the git blob sha1. A download therefore
+writes exactly the blob names ``FakeHubCache`` writes.
+
+The store is shared by the test (which adds and pushes) and the server's threads (which read):
+every change replaces whole immutable objects under one lock.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pytest_startup_guard.cache.layout import (
     LFS_THRESHOLD_BYTES,
-    FileContent,
     commit_for,
     encode_content,
-    etag_for,
     git_blob_sha1,
     is_commit,
     is_lfs,
@@ -26,172 +34,261 @@ from pytest_startup_guard.cache.layout import (
     validate_repo_id,
     validate_revision,
 )
-from pytest_startup_guard.checks import shown
+from pytest_startup_guard.checks import shown, texts
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 
 
 @dataclass(frozen=True)
 class RemoteCommit:
-    """One commit of a repo on the remote: its id and every file's bytes."""
+    """One commit of a repo the remote serves: what ``add_model`` and ``push`` return."""
 
     repo_id: str
-    commit: str
-    files: Mapping[str, bytes]
-    lfs_threshold: int = LFS_THRESHOLD_BYTES
+    commit: str  # 40 hex
+    files: Mapping[str, bytes] = field(repr=False)
+    parent: str | None = None
+    repo_type: str = "model"
+    lfs_threshold: int = field(default=LFS_THRESHOLD_BYTES, repr=False)
 
-    def etag(self, filename: str) -> str:
-        """The blob name huggingface_hub gives the file: sha256 for LFS, else git blob sha1."""
-        return etag_for(filename, self.files[filename], self.lfs_threshold)
-
-    def oid(self, filename: str) -> str:
-        """The git object id of the file (for an LFS file: of its pointer file, as on the hub)."""
-        data = self.files[filename]
-        if self.is_lfs(filename):
-            return git_blob_sha1(lfs_pointer(self.etag(filename), len(data)))
-        return git_blob_sha1(data)
+    def _data(self, filename: str) -> bytes:
+        if filename not in self.files:
+            known = ", ".join(sorted(self.files)) or "none"
+            raise InvalidArgumentError(
+                f"{self.repo_id}@{self.commit[:8]} has no file {filename!r}; its files: {known}"
+            )
+        return self.files[filename]
 
     def is_lfs(self, filename: str) -> bool:
-        return is_lfs(filename, len(self.files[filename]), self.lfs_threshold)
+        """Whether the Hub stores ``filename`` with Git LFS (its blob is named by sha256)."""
+        return is_lfs(filename, len(self._data(filename)), self.lfs_threshold)
+
+    def etag(self, filename: str) -> str:
+        """What huggingface_hub names the blob of ``filename``: sha256 for LFS, else the git
+        blob sha1."""
+        data = self._data(filename)
+        if self.is_lfs(filename):
+            return hashlib.sha256(data).hexdigest()
+        return git_blob_sha1(data)
+
+    def oid(self, filename: str) -> str:
+        """The git blob id (the tree listing's ``oid``, the ``ETag`` of an LFS file's redirect):
+        of the bytes, or for an LFS file of its pointer file, as git stores it."""
+        if self.is_lfs(filename):
+            return git_blob_sha1(self.lfs_pointer(filename))
+        return git_blob_sha1(self._data(filename))
+
+    def lfs_pointer(self, filename: str) -> bytes:
+        """The Git LFS pointer file git holds in place of an LFS file's bytes."""
+        data = self._data(filename)
+        sha256 = hashlib.sha256(data).hexdigest()
+        return (
+            f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {len(data)}\n"
+        ).encode()
 
 
-def lfs_pointer(sha256: str, size: int) -> bytes:
-    """The Git LFS pointer file the hub keeps in git for an LFS file."""
-    return (
-        f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
-    ).encode()
+@dataclass(frozen=True)
+class RemoteRepo:
+    """A repo: its commits by id and its branches (name -> commit id)."""
+
+    repo_id: str
+    repo_type: str
+    commits: Mapping[str, RemoteCommit]
+    branches: Mapping[str, str]
+
+    def resolve(self, revision: str) -> RemoteCommit | None:
+        """The commit ``revision`` names: a branch, or a commit id of this repo."""
+        if revision in self.branches:
+            return self.commits[self.branches[revision]]
+        return self.commits.get(revision) if is_commit(revision) else None
 
 
-class NotOnRemote(LookupError):
-    """What the remote does not have: ``kind`` is ``RepoNotFound``, ``RevisionNotFound`` or
-    ``EntryNotFound`` (the hub's ``X-Error-Code``), ``message`` its ``X-Error-Message``."""
+class NotOnRemote(Exception):
+    """What a request asked for and the remote lacks: ``kind`` is the Hub's ``X-Error-Code``
+    (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), ``message`` its
+    ``X-Error-Message``; ``commit`` the revision's commit where it was found (the Hub sends it
+    as ``X-Repo-Commit`` with an ``EntryNotFound``, and huggingface_hub caches the miss under
+    ``.no_exist/<commit>/``)."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, commit: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.commit = commit
 
 
-@dataclass
-class _Repo:
-    commits: dict[str, RemoteCommit] = field(default_factory=dict)
-    branches: dict[str, str] = field(default_factory=dict)
+def checked_files(files: object, where: str, *, empty: bool = False) -> dict[str, bytes]:
+    """``files`` as ``FakeHubCache.add_model`` takes them (name -> dict/list as JSON, str or
+    bytes), encoded; names are relative paths inside the repo."""
+    if not isinstance(files, Mapping):
+        raise ArgumentTypeError(
+            f"invalid files={shown(files)} for {where}: expected a mapping of file name to"
+            " content (a dict or list written as JSON, a str or bytes)"
+        )
+    if not files and not empty:
+        raise InvalidArgumentError(
+            f"invalid files={{}} for {where}: expected at least one file (name -> content)"
+        )
+    contents: dict[str, bytes] = {}
+    for name, content in files.items():
+        checked = _checked(where, validate_filename, name)
+        try:
+            contents[checked] = encode_content(checked, content)
+        except InvalidArgumentError as error:
+            raise _in_where(where, error) from None
+    return contents
+
+
+def _in_where(where: str, error: InvalidArgumentError) -> InvalidArgumentError:
+    """The same error, saying where the bad value was given."""
+    return type(error)(f"{error} (given to {where})")
+
+
+def _checked(where: str, check: Callable[[object], str], value: object) -> str:
+    try:
+        return check(value)
+    except InvalidArgumentError as error:
+        raise _in_where(where, error) from None
+
+
+def checked_repo_id(repo_id: object, where: str) -> str:
+    return _checked(where, validate_repo_id, repo_id)
+
+
+def checked_filename(filename: object, where: str) -> str:
+    return _checked(where, validate_filename, filename)
+
+
+def checked_revision(revision: object, where: str) -> str:
+    return _checked(where, validate_revision, revision)
 
 
 class RemoteRepos:
-    """Every repo of one remote; safe to read from the server's threads while a test pushes."""
+    """Every model repo the remote serves: ``add_model`` and ``push`` make commits (the test's
+    side), ``resolve`` and ``file`` read them (the server's threads)."""
 
     def __init__(self, lfs_threshold: int = LFS_THRESHOLD_BYTES) -> None:
         self.lfs_threshold = lfs_threshold
-        self._repos: dict[str, _Repo] = {}
         self._lock = threading.Lock()
+        self._repos: dict[str, RemoteRepo] = {}
+
+    def names(self) -> list[str]:
+        """``org/name@branch`` of every branch of every repo (for messages)."""
+        with self._lock:
+            return sorted(
+                f"{repo.repo_id}@{branch}"
+                for repo in self._repos.values()
+                for branch in repo.branches
+            )
+
+    # -- the server's side ----------------------------------------------------------------------
+
+    def resolve(self, repo_id: str, revision: str) -> RemoteCommit:
+        """The commit ``revision`` (a branch or a commit id) names in ``repo_id``;
+        ``NotOnRemote`` where the remote lacks the repo or the revision."""
+        with self._lock:
+            repo = self._repos.get(repo_id)
+        if repo is None:
+            raise NotOnRemote("RepoNotFound", "Repository not found")
+        commit = repo.resolve(revision)
+        if commit is None:
+            raise NotOnRemote("RevisionNotFound", f"Invalid rev id: {revision}")
+        return commit
+
+    def file(self, repo_id: str, revision: str, filename: str) -> tuple[RemoteCommit, bytes]:
+        """The commit and the bytes of ``filename`` at ``revision``; ``NotOnRemote`` where the
+        remote lacks the repo, the revision or the file."""
+        commit = self.resolve(repo_id, revision)
+        if filename not in commit.files:
+            raise NotOnRemote("EntryNotFound", "Entry not found", commit.commit)
+        return commit, commit.files[filename]
+
+    # -- the test's side ------------------------------------------------------------------------
 
     def add_model(
-        self, repo_id: str, files: Mapping[str, FileContent], revision: str, where: str
+        self, repo_id: object, files: object, revision: object, where: str
     ) -> RemoteCommit:
-        validate_repo_id(repo_id)
-        validate_revision(revision)
-        contents = _contents(files, where)
-        with self._lock:
-            if repo_id in self._repos and revision in self._repos[repo_id].branches:
-                raise InvalidArgumentError(
-                    f"invalid repo_id={repo_id!r} for {where}: the remote has it already, with a"
-                    f" branch {revision!r}; push a new commit with hub_remote.push({repo_id!r}, files)"
-                )
-            return self._commit(
-                self._repos.setdefault(repo_id, _Repo()), repo_id, revision, contents
+        """A first commit of ``files`` on the branch ``revision`` (a new repo, or a new branch
+        of one). The same files on the same branch again return the same commit."""
+        repo_id = _checked(where, validate_repo_id, repo_id)
+        revision = _checked(where, validate_revision, revision)
+        if is_commit(revision):
+            raise InvalidArgumentError(
+                f"invalid revision={revision!r} for {where}: expected a branch name such as"
+                " 'main' (the remote derives the commit id from the files)"
             )
+        contents = checked_files(files, where)
+        commit = self._commit(repo_id, contents, parent=None)
+        with self._lock:
+            repo = self._repos.get(repo_id)
+            if repo is not None and revision in repo.branches:
+                if repo.branches[revision] == commit.commit:
+                    return commit
+                raise InvalidArgumentError(
+                    f"invalid files for {where}: {repo_id}@{revision} exists with other files;"
+                    f" make a new commit on it with hub_remote.push({repo_id!r}, files)"
+                )
+            self._store(repo_id, revision, commit, repo)
+        return commit
 
     def push(
-        self,
-        repo_id: str,
-        files: Mapping[str, FileContent],
-        branch: str,
-        delete: Iterable[str],
-        where: str,
+        self, repo_id: object, files: object, branch: object, delete: object, where: str
     ) -> RemoteCommit:
-        validate_repo_id(repo_id)
-        validate_revision(branch)
-        contents = _contents(files, where)
-        if isinstance(delete, (str, bytes)) or not isinstance(delete, Iterable):
-            raise ArgumentTypeError(
-                f"invalid delete={shown(delete)} for {where}: expected a list of file names"
+        """A new commit on ``branch``: its head's files, updated by ``files``, less ``delete``."""
+        repo_id = _checked(where, validate_repo_id, repo_id)
+        branch = _checked(where, validate_revision, branch)
+        contents = checked_files(files, where, empty=True)
+        names = texts("delete", delete, where, meaning="file names of the branch's head")
+        removed = {_checked(where, validate_filename, name) for name in names}
+        if not contents and not removed:
+            raise InvalidArgumentError(
+                f"invalid files={{}} for {where}: expected a file to add or change, or a name"
+                " in delete="
             )
-        removed = [validate_filename(name) for name in delete]
         with self._lock:
             repo = self._repos.get(repo_id)
             if repo is None:
+                held = ", ".join(sorted(self._repos)) or "none"
                 raise InvalidArgumentError(
-                    f"invalid repo_id={repo_id!r} for {where}: the remote has no such repo"
-                    f" (it has: {', '.join(sorted(self._repos)) or 'none'}); add it first with"
-                    f" hub_remote.add_model({repo_id!r}, files)"
+                    f"invalid repo_id={repo_id!r} for {where}: the remote has no such repo (its"
+                    f" repos: {held}); add it first: hub_remote.add_model({repo_id!r}, files)"
                 )
-            head = repo.branches.get(branch)
-            merged = dict(repo.commits[head].files) if head is not None else {}
-            for name in removed:
-                if name not in merged:
-                    raise InvalidArgumentError(
-                        f"invalid delete={name!r} for {where}: {repo_id}@{branch} has no such"
-                        f" file (it has: {', '.join(sorted(merged)) or 'none'})"
-                    )
-                del merged[name]
+            if branch not in repo.branches:
+                raise InvalidArgumentError(
+                    f"invalid branch={branch!r} for {where}: {repo_id} has no such branch (its"
+                    f" branches: {', '.join(sorted(repo.branches))}); start one with"
+                    f" hub_remote.add_model({repo_id!r}, files, revision={branch!r})"
+                )
+            head = repo.commits[repo.branches[branch]]
+            unknown = sorted(removed - set(head.files))
+            if unknown:
+                raise InvalidArgumentError(
+                    f"invalid delete={unknown!r} for {where}: not in {repo_id}@{branch} (its"
+                    f" files: {', '.join(sorted(head.files))})"
+                )
+            merged = {name: data for name, data in head.files.items() if name not in removed}
             merged.update(contents)
             if not merged:
                 raise InvalidArgumentError(
-                    f"invalid push for {where}: {repo_id}@{branch} would have no file left"
+                    f"invalid delete={sorted(removed)!r} for {where}: a commit keeps at least"
+                    " one file"
                 )
-            return self._commit(repo, repo_id, branch, merged)
-
-    def _commit(
-        self, repo: _Repo, repo_id: str, branch: str, contents: Mapping[str, bytes]
-    ) -> RemoteCommit:
-        etags = {name: etag_for(name, data, self.lfs_threshold) for name, data in contents.items()}
-        commit = RemoteCommit(
-            repo_id, commit_for("model", repo_id, etags), dict(contents), self.lfs_threshold
-        )
-        repo.commits[commit.commit] = commit
-        repo.branches[branch] = commit.commit
+            commit = self._commit(repo_id, merged, parent=head.commit)
+            self._store(repo_id, branch, commit, repo)
         return commit
 
-    def resolve(self, repo_id: str, revision: str) -> RemoteCommit:
-        """The commit a branch names, or the commit itself; ``NotOnRemote`` otherwise."""
-        with self._lock:
-            repo = self._repos.get(repo_id)
-            if repo is None:
-                raise NotOnRemote("RepoNotFound", f"Repository Not Found for url: {repo_id}.")
-            if revision in repo.branches:
-                return repo.commits[repo.branches[revision]]
-            if is_commit(revision) and revision in repo.commits:
-                return repo.commits[revision]
-            raise NotOnRemote("RevisionNotFound", f"Invalid rev id: {revision}")
+    def _commit(self, repo_id: str, files: Mapping[str, bytes], parent: str | None) -> RemoteCommit:
+        draft = RemoteCommit(repo_id, "0" * 40, dict(files), parent, "model", self.lfs_threshold)
+        commit = commit_for("model", repo_id, {name: draft.etag(name) for name in files})
+        if parent is not None:
+            # A push of files equal to an older commit's is still a new commit: the parent is
+            # part of what a commit is.
+            commit = hashlib.sha1(f"{commit}\nparent {parent}\n".encode()).hexdigest()
+        return RemoteCommit(repo_id, commit, dict(files), parent, "model", self.lfs_threshold)
 
-    def file(self, repo_id: str, revision: str, filename: str) -> tuple[RemoteCommit, bytes]:
-        commit = self.resolve(repo_id, revision)
-        data = commit.files.get(filename)
-        if data is None:
-            raise NotOnRemote("EntryNotFound", f"Entry not found: {filename} in {repo_id}")
-        return commit, data
-
-    def blob(self, sha256: str) -> bytes | None:
-        """The bytes of an LFS file by its sha256 (what the CDN path serves)."""
-        with self._lock:
-            for repo in self._repos.values():
-                for commit in repo.commits.values():
-                    for name, data in commit.files.items():
-                        if commit.is_lfs(name) and commit.etag(name) == sha256:
-                            return data
-        return None
-
-    def names(self) -> list[str]:
-        with self._lock:
-            return sorted(self._repos)
-
-
-def _contents(files: Mapping[str, FileContent], where: str) -> dict[str, bytes]:
-    if not isinstance(files, Mapping):
-        raise ArgumentTypeError(
-            f"invalid files={shown(files)} for {where}: expected a dict of file name to content"
-            " (a dict or list written as JSON, a str or bytes)"
-        )
-    if not files:
-        raise InvalidArgumentError(f"invalid files={{}} for {where}: expected at least one file")
-    return {validate_filename(name): encode_content(name, data) for name, data in files.items()}
+    def _store(
+        self, repo_id: str, branch: str, commit: RemoteCommit, repo: RemoteRepo | None
+    ) -> None:
+        commits = dict(repo.commits) if repo else {}
+        branches = dict(repo.branches) if repo else {}
+        commits[commit.commit] = commit
+        branches[branch] = commit.commit
+        self._repos[repo_id] = RemoteRepo(repo_id, "model", commits, branches)

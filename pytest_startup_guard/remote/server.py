@@ -29,12 +29,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from pytest_startup_guard.remote.repos import NotOnRemote, RemoteCommit, RemoteRepos
 from pytest_startup_guard.remote.wire_faults import ArmedWireFault, WireFaults
 
-CDN = "lfs-cdn"  # /lfs-cdn/<org--name>/<commit>/<file>: where an LFS file's HEAD and GET redirect
+CDN = "lfs-cdn"
+_WRONG_ETAG_MARK = "wrong_etag=1"  # /lfs-cdn/<org--name>/<commit>/<file>: where an LFS file's HEAD and GET redirect
 REPO_TYPE_PREFIXES = {"datasets": "dataset", "spaces": "space"}
 
 
@@ -52,9 +54,11 @@ class RemoteRequest:
 
 
 class _Server(ThreadingHTTPServer):
+    """One daemon thread per connection (HTTP/1.1 keeps a connection open between requests);
+    ``close`` cuts the open connections and joins their threads, within a bound."""
+
     daemon_threads = True
     block_on_close = False
-    allow_reuse_address = True
 
     def __init__(
         self, repos: RemoteRepos, faults: WireFaults, log: Callable[[RemoteRequest], None]
@@ -64,6 +68,55 @@ class _Server(ThreadingHTTPServer):
         self.faults = faults
         self.log = log
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        self.stopping = threading.Event()  # a slow body stops waiting once it is set
+        # Answers begun and not yet in the log: a client may hold a whole answer before the
+        # thread that sent it logged it (``settle``).
+        self._answering = 0
+        self._answered = threading.Condition()
+        self._live: dict[threading.Thread, socket.socket] = {}
+        self._live_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._serve_connection, args=(request, client_address), daemon=True
+        )
+        with self._live_lock:
+            self._live[thread] = request
+        thread.start()
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._live_lock:
+                self._live.pop(threading.current_thread(), None)
+
+    def answering(self, change: int) -> None:
+        with self._answered:
+            self._answering += change
+            if not self._answering:
+                self._answered.notify_all()
+
+    def settle(self, bound: float) -> None:
+        """Wait, up to ``bound`` seconds, until every answer begun is in the log."""
+        with self._answered:
+            self._answered.wait_for(lambda: not self._answering, timeout=bound)
+
+    def cut_connections(self, bound: float) -> list[str]:
+        """Cut every open connection and join its thread for up to ``bound`` seconds in all;
+        the threads still running after it (named for the teardown's message)."""
+        self.stopping.set()
+        with self._live_lock:
+            live = dict(self._live)
+        for connection in live.values():
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by its client
+        deadline = time.monotonic() + bound
+        for thread in live:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return [thread.name for thread in live if thread.is_alive()]
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -92,17 +145,20 @@ class _Handler(BaseHTTPRequestHandler):
                 self._file(repo, parts[2], "/".join(parts[3:]), cdn=True)
             elif "resolve" in parts:
                 index = parts.index("resolve")
-                repo = _repo_id(parts[:index])
-                if repo is None or len(parts) < index + 3:
+                found = _repo_id(parts[:index])
+                if found is None or len(parts) < index + 3:
                     raise NotOnRemote("RepoNotFound", f"Repository Not Found for url: {path}.")
-                self._file(repo, parts[index + 1], "/".join(parts[index + 2 :]), cdn=False)
+                self._file(found, parts[index + 1], "/".join(parts[index + 2 :]), cdn=False)
             else:
                 raise NotOnRemote("RepoNotFound", f"Repository Not Found for url: {path}.")
         except NotOnRemote as missing:
+            headers = {"X-Error-Code": missing.kind, "X-Error-Message": missing.message}
+            if missing.commit is not None:
+                headers["X-Repo-Commit"] = missing.commit
             self._send(
                 404,
                 json.dumps({"error": missing.message}).encode(),
-                {"X-Error-Code": missing.kind, "X-Error-Message": missing.message},
+                headers,
                 content_type="application/json",
             )
         except (BrokenPipeError, ConnectionResetError):
@@ -148,8 +204,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(acting.fault.status, b"", {}, fault=acting)
             return
         etag = commit.etag(filename)
-        if acting is not None and acting.fault.kind == "wrong_etag":
-            etag = ("0" * len(etag)) if etag.strip("0") else "1" * len(etag)
+        # An LFS file's metadata is asked twice by releases that follow a same-host redirect
+        # (1.x, 2.x: the resolve HEAD, then the CDN HEAD): the CDN answer repeats the wrong
+        # etag the resolve answer gave, marked in the Location, so one lookup is one request.
+        wrong = (acting is not None and acting.fault.kind == "wrong_etag") or (
+            cdn and _WRONG_ETAG_MARK in urlsplit(self.path).query
+        )
+        if wrong:
+            etag = _wrong(etag)
         headers = {"X-Repo-Commit": commit.commit}
         if commit.is_lfs(filename):
             headers["X-Linked-Etag"] = f'"{etag}"'
@@ -157,6 +219,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not cdn:
                 flat = repo.replace("/", "--")
                 location = f"{self.server.url}/{CDN}/{flat}/{commit.commit}/{filename}"
+                if wrong:
+                    location += f"?{_WRONG_ETAG_MARK}"
                 headers["ETag"] = f'"{commit.oid(filename)}"'
                 headers["Location"] = location
                 self._send(302, b"", headers, fault=acting)
@@ -206,25 +270,29 @@ class _Handler(BaseHTTPRequestHandler):
         content_type: str = "application/octet-stream",
         fault: ArmedWireFault | None = None,
     ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
         sent = 0
-        if self.command != "HEAD":
-            sent = self._write(body, fault)
-        self.server.log(
-            RemoteRequest(
-                self.command,
-                self.path,
-                status,
-                sent,
-                self.headers.get("Range"),
-                fault.describe() if fault is not None else None,
+        self.server.answering(1)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if self.command != "HEAD":
+                sent = self._write(body, fault)
+        finally:
+            self.server.log(
+                RemoteRequest(
+                    self.command,
+                    self.path,
+                    status,
+                    sent,
+                    self.headers.get("Range"),
+                    fault.describe() if fault is not None else None,
+                )
             )
-        )
+            self.server.answering(-1)
 
     def _write(self, body: bytes, fault: ArmedWireFault | None) -> int:
         kind = fault.fault.kind if fault is not None else None
@@ -243,11 +311,16 @@ class _Handler(BaseHTTPRequestHandler):
             for offset in range(0, len(body), step):
                 self.wfile.write(body[offset : offset + step])
                 self.wfile.flush()
-                if offset + step < len(body):
-                    time.sleep(fault.fault.delay)
+                if offset + step < len(body) and self.server.stopping.wait(fault.fault.delay):
+                    return offset + step  # the remote is closing: the body stays cut
             return len(body)
         self.wfile.write(body)
         return len(body)
+
+
+def _wrong(etag: str) -> str:
+    """An etag of the same form (40 or 64 hex) that names no content the remote serves."""
+    return ("0" * len(etag)) if etag.strip("0") else "1" * len(etag)
 
 
 def _repo_id(parts: list[str]) -> str | None:
@@ -306,7 +379,7 @@ def _tree(commit: RemoteCommit, prefix: str) -> list[dict[str, object]]:
             entry["lfs"] = {
                 "oid": commit.etag(name),
                 "size": len(commit.files[name]),
-                "pointerSize": 130,
+                "pointerSize": len(commit.lfs_pointer(name)),
             }
         entries.append(entry)
     return entries
@@ -328,7 +401,20 @@ class HubServer:
     def url(self) -> str:
         return self._server.url
 
-    def close(self) -> None:
+    def settle(self, bound: float = 1.0) -> None:
+        """Let the answers being sent reach the log (a slow body still sending: ``bound``)."""
+        self._server.settle(bound)
+
+    def close(self, bound: float = 5.0) -> list[str]:
+        """Stop accepting, cut the open connections, join every thread within ``bound``
+        seconds; what did not end in time, as problems."""
+        deadline = time.monotonic() + bound
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join(timeout=5.0)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = self._server.cut_connections(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            stuck.append(self._thread.name)
+        return [
+            f"the loopback hub's thread {name} did not end within {bound:g} s" for name in stuck
+        ]

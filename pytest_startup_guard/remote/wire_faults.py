@@ -17,9 +17,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from pytest_startup_guard.cache.layout import validate_filename
 from pytest_startup_guard.checks import flag, seconds, shown, whole_number
 from pytest_startup_guard.errors import ArgumentTypeError
+from pytest_startup_guard.remote.repos import checked_filename
 
 KINDS = ("slow_body", "drop_connection", "server_error", "wrong_etag")
 BODY_KINDS = ("slow_body", "drop_connection")
@@ -61,7 +61,7 @@ def _common(
             " such as 'config.json'"
         )
     else:
-        name = validate_filename(filename)
+        name = checked_filename(filename, where)
     whole_number("nth", nth, where, minimum=1, meaning="the matching request it acts on")
     if times is not None:
         whole_number("times", times, where, minimum=1, meaning="requests in a row, or None")

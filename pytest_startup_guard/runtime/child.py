@@ -58,7 +58,7 @@ import select
 import sys
 import time
 
-from pytest_startup_guard.runtime import child_locks, child_ports
+from pytest_startup_guard.runtime import child_locks, child_ports, child_steps
 from pytest_startup_guard.runtime.observation import is_unobserved, set_unobserved
 from pytest_startup_guard.runtime.protocol import (
     ACCESS_EVENTS,
@@ -66,7 +66,9 @@ from pytest_startup_guard.runtime.protocol import (
     DESCRIPTOR_EVENTS,
     FOOTPRINT_EVENTS,
     MEMBER_ENV,
+    OPENED_EVENT,
     PLAN_ENV,
+    WRITER_STEPS_ENV,
     FrameReader,
     decode,
     decode_plan,
@@ -87,7 +89,8 @@ BIND_EVENT = "socket.bind"
 # Raised by the interpreter right before it prints an uncaught exception: the process fails.
 # (A thread's uncaught exception raises no audit event: ``_thread._excepthook`` is wrapped.)
 EXCEPTHOOK_EVENT = "sys.excepthook"
-_HOOKED_EVENTS = ACCESS_EVENTS | {BIND_EVENT, EXCEPTHOOK_EVENT}
+# OPENED_EVENT: raised only by a writer's process (child_steps), after an open for writing.
+_HOOKED_EVENTS = ACCESS_EVENTS | {BIND_EVENT, EXCEPTHOOK_EVENT, OPENED_EVENT}
 # The access events whose path is not simply their first argument (``_operation_paths``).
 _TWO_PATH_EVENTS = frozenset({"os.rename", "os.symlink", "os.link"})
 _ODD_PATH_EVENTS = _TWO_PATH_EVENTS | DESCRIPTOR_EVENTS
@@ -806,6 +809,8 @@ def boot() -> None:
     _state.spawned_worker = _is_spawned_worker()
     _install_hook()
     _watch_exit()
+    if os.environ.get(WRITER_STEPS_ENV) == "1":  # the real writer: a pause after each open
+        child_steps.install()
 
 
 def _watch_exit() -> None:

@@ -123,18 +123,24 @@ AccessOp = Literal[
     "os.chmod",
     "fcntl.flock",
     "fcntl.lockf",
+    "startup_guard.opened",  # right after an open for writing returned (the writer's only)
     "socket.bind",
 ]
 BIND_OP: AccessOp = "socket.bind"
-# The file operations, in the order above: every access but a bind.
-FILE_OPS: tuple[AccessOp, ...] = tuple(op for op in get_args(AccessOp) if op != BIND_OP)
+# Right after an open for writing returned: reported by the real writer's process only
+# (``child_steps``), not an operation users name.
+OPENED_OP: AccessOp = "startup_guard.opened"
+# The file operations, in the order above: every access but a bind and the writer's "opened".
+FILE_OPS: tuple[AccessOp, ...] = tuple(
+    op for op in get_args(AccessOp) if op not in (BIND_OP, OPENED_OP)
+)
 # The accesses that read what is there: the others change it (or lock it).
 READ_OPS: tuple[AccessOp, ...] = ("open", "os.listdir", "os.scandir")
 
 
 def file_op(name: object) -> AccessOp:
     """The op of an access message, or a ``ValueError`` for one the runtime does not report."""
-    for op in FILE_OPS:
+    for op in (*FILE_OPS, OPENED_OP):
         if name == op:
             return op
     raise ValueError(f"unknown access op {name!r}; the child runtime reports {', '.join(FILE_OPS)}")

@@ -78,6 +78,11 @@ ACCESS_EVENTS = frozenset(
         "fcntl.lockf",
     }
 )
+# Raised by the real writer's process (``child_steps``, only where ``WRITER_STEPS_ENV`` is set)
+# right AFTER an open for writing returned: ``(path, mode)``. Reported as an access of its own,
+# a pause point between an open that truncates and the first write (``open(ref, "w")``).
+OPENED_EVENT = "startup_guard.opened"
+WRITER_STEPS_ENV = "STARTUP_GUARD_WRITER_STEPS"  # "1": wrap the opens (``child_steps.install``)
 # The access events whose first argument is a descriptor, not a path.
 DESCRIPTOR_EVENTS = frozenset({"fcntl.flock", "fcntl.lockf"})
 # The access events that name the path they create second: (src, dst, ...).

@@ -55,6 +55,17 @@ def parse_point(text: str) -> int:
     return parse_whole_number(text, minimum=1, meaning="an access point")
 
 
+def parse_pair(text: str) -> tuple[int, int]:
+    """``STEP:POINT`` of ``server_fleet.explore_writer``: two whole numbers from 1."""
+    step, colon, point = text.partition(":")
+    if not colon:
+        raise ValueError("expected STEP:POINT, two whole numbers from 1, e.g. 3:1")
+    return (
+        parse_whole_number(step, minimum=1, meaning="a writer step (STEP:POINT)"),
+        parse_whole_number(point, minimum=1, meaning="a reader point (STEP:POINT)"),
+    )
+
+
 def parse_bool(text: str) -> bool:
     value = text.strip().lower()
     if value in _TRUE_WORDS:
@@ -170,6 +181,15 @@ OPTIONS: tuple[Option, ...] = (
         parse_point,
         None,
         metavar="N",
+        per_target=False,
+    ),
+    Option(
+        "writer_pair",
+        "run only the pair STEP:POINT in server_fleet.explore_writer(): the writer held after"
+        " its step STEP, the readers at their point POINT (the replay of one failing pair)",
+        parse_pair,
+        None,
+        metavar="STEP:POINT",
         per_target=False,
     ),
     Option(
