@@ -15,7 +15,9 @@
 5. a test author's own race and the in-process verdicts;
 6. the import-race probe, the background-import scan and the start-method checks;
 7. a supervisor that hides a dead worker (``test_workers.py``): ``uvicorn --workers 2`` behind a
-   TCP probe, its naive workers under a deterministic race and the ones that retry.
+   TCP probe, its naive workers under a deterministic race and the ones that retry;
+8. a cold-cache fleet (``test_cold_start.py``): 4 members download one model at once from a hub
+   on loopback, on an empty cache and on a warm one, per download policy.
 
 Exits non-zero only when an observed verdict differs from the expected one. The full matrix
 (every race, every corruption, both loaders) runs in ``make test``.
@@ -45,6 +47,13 @@ CASE_ID = re.compile(r"test_startup\[(transient|corrupt)-(\w+?)-(\w+)-(autoconfi
 WORKERS_ID = re.compile(r"\[transient-(\w+)-(naive|retry)\]")
 WORKERS_EXPECTED = {"naive": "fail", "retry": "pass"}
 WORKERS_WHY = {"naive": "the probe answered, uvicorn exited 0"}
+COLD_ID = re.compile(r"test_(cold|warm)_cache\[(\w+)\]")
+# Every policy on a cold cache, and the naive one on a warm cache, where it passes: a warm-cache
+# test never sees its bug. (The warm every and rank0 cases pass too: make test runs them.)
+COLD_CASES = "test_cold_cache or naive"
+COLD_POLICIES = ("every", "rank0", "naive", "?")
+COLD_EXPECTED = {("cold", "naive"): "fail"}  # every other (cache, policy): "pass"
+COLD_WHY = {"naive": "read the cold cache at once"}
 # The plugin's line for a dead worker, and the cause it found.
 DEAD_WORKER = re.compile(r"worker pid \d+ exited with code [1-9]\d*")
 ROOT_CAUSE = re.compile(r"root cause: (?:worker pid \d+: )?(\w+(?:Error|Exception))")
@@ -123,6 +132,31 @@ def workers_table(rows: list[tuple[str, str, str, str]]) -> bool:
         agree &= outcome == want and (outcome != "fail" or detail.startswith("worker pid"))
         print(
             f"{policy:<8} {'transient ' + race:<23} {judged(want, outcome, detail, WORKERS_WHY.get(policy, ''))}"
+        )
+    return agree
+
+
+def cold_start_table(rows: list[tuple[str, str, str, str]]) -> bool:
+    """One row per cache and download policy: what the 4 members did, and the verdict."""
+    print()
+    print(
+        "Cold start at scale: 4 members download one model at once from a hub on loopback"
+        " (snapshot_download, then AutoConfig)"
+    )
+    print(
+        f"{'cache':<6} {'policy':<7} {'members, requests, blobs':<50} {'expected':<9} {'observed':<9} {'':<12} why"
+    )
+    agree = len(rows) == 4
+    cells = []
+    for name, outcome, detail, caught in rows:
+        match = COLD_ID.search(name)
+        cache, policy = match.groups() if match else ("?", "?")
+        cells.append((cache, COLD_POLICIES.index(policy), policy, outcome, detail, caught))
+    for cache, _, policy, outcome, detail, caught in sorted(cells):
+        want = COLD_EXPECTED.get((cache, policy), "pass")
+        agree &= outcome == want
+        print(
+            f"{cache:<6} {policy:<7} {caught:<50} {judged(want, outcome, detail, COLD_WHY.get(policy, ''))}"
         )
     return agree
 
@@ -213,6 +247,9 @@ def main() -> int:
         own = run_pytest(seed, workdir, "own", "test_own_race.py")
         imports = run_pytest(seed, workdir, "imports", "imports", "-p", "xdist", "-n", "2")
         workers = run_workers(seed, workdir)
+        cold = run_pytest(
+            seed, workdir, "cold", "test_cold_start.py", "-k", COLD_CASES, "-p", "xdist", "-n", "2"
+        )
     agree = zoo_table(zoo)
     print()
     print("The fake cache: what transformers raised on each persistent corruption")
@@ -236,6 +273,7 @@ def main() -> int:
         print(f"  {name:<52} {outcome:<5} {detail[:80]}")
         agree &= outcome in ("pass", "xfail")
     agree &= workers_table(workers)
+    agree &= cold_start_table(cold)
     print()
     print(
         f"seed {seed}: replay any case with  pytest -p startup_guard --startup-guard-seed={seed} examples/test_zoo.py -k '<case>'"
