@@ -22,7 +22,9 @@ def release_folder(version: str) -> Path:
     """The folder of that release; the test skips (saying how to install it) where it is missing."""
     folder = RELEASES / version
     if not (folder / "huggingface_hub" / "__init__.py").is_file():
-        pytest.skip(f"huggingface_hub {version} is not installed in {folder}: `make test` installs it")
+        pytest.skip(
+            f"huggingface_hub {version} is not installed in {folder}: `make test` installs it"
+        )
     return folder
 
 
