@@ -247,7 +247,6 @@ class ServerFleet:
         those pairs."""
         __tracebackhide__ = True
         from pytest_startup_guard.fleet.writer_exploration import (
-            ExploredReaders,
             WriterExplorer,
             writer_settings_of,
         )
@@ -276,7 +275,7 @@ class ServerFleet:
             self.launcher,
             settings,
             self.folder / f"explore-writer-{len(self.writer_explorations)}",
-            ExploredReaders(checked.argv, count, ready, env, timeout, cwd),
+            ExploredFleet(checked.argv, count, ready, env, timeout, cwd),
         )
         exploration = explorer.run(command, wanted, wanted_points)
         self.writer_explorations.append(exploration)

@@ -31,15 +31,15 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
-from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exploration import failure_line
+from pytest_startup_guard.fleet.explore import ExploredFleet
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.writer_steps import (
@@ -400,18 +400,6 @@ class _PairGate(RuntimeListener):
         self.phase = "finishing"
 
 
-@dataclass(frozen=True)
-class ExploredReaders:
-    """The readers' fleet, as ``explore_writer`` was given it."""
-
-    argv: Sequence[str]
-    count: int
-    ready: ready_module.Probe
-    env: Mapping[str, str] | None = None
-    timeout: float | None = None
-    cwd: str | os.PathLike[str] | None = None
-
-
 @dataclass
 class WriterExplorer:
     """One ``explore_writer`` call."""
@@ -419,7 +407,7 @@ class WriterExplorer:
     launcher: FleetLauncher
     settings: WriterSettings
     folder: Path
-    readers: ExploredReaders
+    readers: ExploredFleet  # the readers' fleet, as explore_writer was given it
     runs: int = 0
     template: WriterTemplate | None = None
 
@@ -698,7 +686,6 @@ __all__ = [
     "PAIR_ENV",
     "PAIR_FLAG",
     "PAIR_SLOT",
-    "ExploredReaders",
     "WriterExploration",
     "WriterExplorer",
     "WriterPair",
