@@ -391,8 +391,14 @@ def test_interrupted(server_fleet):
         "interrupted",
         str(fleet_pytester.path),
     ]
+    # Ctrl-C as at a terminal: SIGINT at its default, whatever this worker inherited or was
+    # left with (an ignored SIGINT survives exec, and the pytest under test would never see it).
     pytest_process = subprocess.Popen(
-        command, cwd=fleet_pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        command,
+        cwd=fleet_pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while not marker.exists() and time.monotonic() < deadline:
