@@ -22,19 +22,16 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness import Figure, emit, figure, parse_args
+from workbench import Bench, workbench
 
 from pytest_startup_guard import FakeHubCache, ready
-from pytest_startup_guard.fleet.ports import PortLeases
-from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
 from pytest_startup_guard.runtime.controller import RuntimeController
 
@@ -69,35 +66,14 @@ HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
 """
 
 
-@dataclass
-class Lab:
-    """What every start-up of this benchmark shares: a folder, port leases, the reaper."""
-
-    folder: Path
-    leases: PortLeases
-    reaper: Reaper
-    runs: int = 0
-
-
 @contextmanager
-def lab() -> Iterator[Lab]:
-    folder = Path(tempfile.mkdtemp(prefix="bench-remote-"))
-    reaper = Reaper()
-    try:
-        yield Lab(folder, PortLeases(folder / "ports"), reaper)
-    finally:
-        reaper.close()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextmanager
-def remote_test(place: Lab) -> Iterator[tuple[Any, FakeHubCache, ServerFleet]]:
+def remote_test(place: Bench) -> Iterator[tuple[Any, FakeHubCache, ServerFleet]]:
     """One test's worth, as the fixtures set it up: an empty fake cache the child runtime
     watches, a hub on loopback serving into it, and fleets; all torn down after."""
     from pytest_startup_guard.remote.hub_remote import HubRemote
 
-    place.runs += 1
-    folder = place.folder / f"run-{place.runs}"
+    place.counter += 1
+    folder = place.folder / f"run-{place.counter}"
     cache = FakeHubCache(folder / "cache")
     controller = RuntimeController().start()
     controller.watch(cache.root)
@@ -129,7 +105,7 @@ def download_once(remote: Any) -> None:
     )  # fmt: skip
 
 
-def start_up(place: Lab, policy: str, count: int, warm: bool, mib: int) -> tuple[float, int]:
+def start_up(place: Bench, policy: str, count: int, warm: bool, mib: int) -> tuple[float, int]:
     """One start-up of ``count`` members until every one is ready: (seconds, requests)."""
     with remote_test(place) as (remote, _cache, fleets):
         weights = bytes(range(256)) * (4096 * mib)
@@ -153,7 +129,9 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.2f} to {max(values):.2f}"
 
 
-def cold_against_warm(place: Lab, policy: str, count: int, repeats: int, mib: int) -> list[Figure]:
+def cold_against_warm(
+    place: Bench, policy: str, count: int, repeats: int, mib: int
+) -> list[Figure]:
     times: dict[bool, list[float]] = {False: [], True: []}
     requests: dict[bool, int] = {}
     for run in range(repeats):  # interleaved, rotating which goes first
@@ -186,7 +164,7 @@ def cold_against_warm(place: Lab, policy: str, count: int, repeats: int, mib: in
     ]
 
 
-def states_per_second(place: Lab, quick: bool) -> list[Figure]:
+def states_per_second(place: Bench, quick: bool) -> list[Figure]:
     """The real writer refreshing a warm cache to a new commit, one reader at each point."""
     with remote_test(place) as (remote, _cache, fleets):
         remote.add_model(REPO, FILES)
@@ -219,7 +197,7 @@ def main() -> None:
     policies = ("every",) if args.quick else ("every", "rank0")
     mib = QUICK_WEIGHTS_MIB if args.quick else WEIGHTS_MIB
     figures: list[Figure] = []
-    with lab() as place:
+    with workbench() as place:
         for policy in policies:
             figures += cold_against_warm(place, policy, count, repeats, mib)
         figures += states_per_second(place, args.quick)
