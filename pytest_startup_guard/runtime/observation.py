@@ -9,8 +9,14 @@ Built-in modules only: children import this at boot.
 from __future__ import annotations
 
 import _thread
+import sys
 
-_local = _thread._local()
+# One flag for the whole process, kept on ``sys``: a test process that imports the plugin again
+# (pytester's inline runs drop the modules each run imported) has two copies of this module, and
+# the audit hook of the first copy must see the ``unobserved()`` blocks of the second.
+_SHARED = "_startup_guard_unobserved"
+_local: _thread._local = getattr(sys, _SHARED, None) or _thread._local()
+setattr(sys, _SHARED, _local)
 
 
 def is_unobserved() -> bool:
