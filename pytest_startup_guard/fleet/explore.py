@@ -23,13 +23,13 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.checks import whole_number
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exploration import check_mode, failure_line
 from pytest_startup_guard.fleet.fleet import Fleet
@@ -37,17 +37,22 @@ from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import Race, Target
 from pytest_startup_guard.races.catalog import get_race
+from pytest_startup_guard.races.changes import changed_paths
 from pytest_startup_guard.races.exploration import (
     AccessPoint,
     Exploration,
     ExploreSettings,
     PointOutcome,
     checked_points,
+    covered_outcome,
     outcome_of,
     wanted_points,
 )
 from pytest_startup_guard.races.hubrace import HubRace, busiest_process, target_of
+from pytest_startup_guard.races.point_groups import PointGroup, group_points
 from pytest_startup_guard.races.triggers import on_access
+from pytest_startup_guard.runtime.controller import AccessEvent
+from pytest_startup_guard.runtime.protocol import ACCESS_SITES_ENV
 
 
 @dataclass
@@ -98,6 +103,18 @@ class ExploredFleet:
 
 
 @dataclass
+class _Clean:
+    """What a clean start-up showed: its points (the busiest process's accesses of the raced
+    repo), each clean process's accesses that count towards ``nth``, and all of theirs."""
+
+    points: list[AccessPoint]
+    counted: dict[int, list[AccessEvent]]
+    every: list[AccessEvent]
+    busiest: int
+    root: str  # the cache root the clean processes read
+
+
+@dataclass
 class _Run:
     """One exploration under way: its result so far, what it races, where, and which points."""
 
@@ -105,6 +122,40 @@ class _Run:
     racing: _Racing
     repo: CachedRepo
     wanted: list[int] | None  # None: every point found
+    # What the race changes (relative to the cache root), when points are grouped; else None.
+    changed: frozenset[str] | None = None
+    groups: list[PointGroup] = field(default_factory=list)
+    split: set[int] = field(default_factory=set)  # groups (by representative) run point by point
+    outcomes: dict[int, PointOutcome] = field(default_factory=dict)  # the explored points
+
+    def judged(self, outcome: PointOutcome) -> None:
+        self.outcomes[outcome.point.number] = outcome
+        self.exploration.points.append(outcome)
+
+    def disagreeing(self) -> list[int]:
+        """Points to explore after all: those of a group whose explored points ended in
+        different ways (the grouping was wrong for it: every point of it is run)."""
+        more = []
+        for group in self.groups:
+            ends = {self.outcomes[n].outcome for n in group.numbers if n in self.outcomes}
+            if len(ends) > 1 and group.representative not in self.split:
+                self.split.add(group.representative)
+                more += [n for n in group.numbers if n not in self.outcomes]
+        return more
+
+    def cover(self, points: Sequence[AccessPoint], replay_of: Callable[[int], str]) -> None:
+        """Every point of a group not run ends as the group's explored point did."""
+        for group in self.groups:
+            if group.representative in self.split:
+                continue
+            explored = self.outcomes[group.representative]
+            for number in group.numbers:
+                if number not in self.outcomes:
+                    self.exploration.points.append(
+                        covered_outcome(
+                            points[number - 1], replay_of(number), explored, group.reason(number)
+                        )
+                    )
 
 
 @dataclass
@@ -135,6 +186,7 @@ class Explorer:
         mode: str = "parallel",
         hold: float = 0.5,
         revision: str | None = None,
+        prune: bool = True,
     ) -> Exploration:
         __tracebackhide__ = True
         where = "server_fleet.explore()"
@@ -154,6 +206,11 @@ class Explorer:
             minimum=1,
             meaning="in parallel mode, how many points a launch explores",
         )
+        if not isinstance(prune, bool):
+            raise InvalidArgumentError(
+                f"invalid prune={prune!r} for {where}: expected True (explore one point of each"
+                " group of equivalent points, the default) or False (explore every point)"
+            )
         on_access(hold=hold)  # a bad hold: now, before any clone is made
         wanted = wanted_points(points, self.settings, where)
         if checked_mode == "sequential":  # parallel members race clones: any cache will do
@@ -166,6 +223,19 @@ class Explorer:
         started = time.monotonic()
         try:
             run = _Run(exploration, racing, repo, wanted)
+            if not prune:
+                exploration.unpruned = "prune=False"
+            elif self.settings.every_point:
+                exploration.unpruned = "--startup-guard-explore-all"
+            elif wanted is not None:
+                exploration.unpruned = "only the points asked for were explored"
+            else:
+                run.changed = self._changes(racing, repo)
+                if not run.changed:
+                    exploration.unpruned = (
+                        "the race changes nothing a look at the cache can see, so every access"
+                        " may differ"
+                    )
             if checked_mode == "parallel":
                 self._parallel(run)
             else:
@@ -174,42 +244,60 @@ class Explorer:
             exploration.seconds = time.monotonic() - started
         return exploration
 
+    def _changes(self, racing: _Racing, repo: CachedRepo) -> frozenset[str]:
+        """What the race changes, relative to the cache root: measured on a scratch clone."""
+        scratch = repo.cache.clone(self.folder / "changes")
+        try:
+            clone = scratch.repo(repo.repo_id, repo.revision, repo_type=repo.repo_type)
+            return changed_paths(racing.race, racing.target(clone), scratch.root)
+        finally:
+            shutil.rmtree(scratch.root, ignore_errors=True)
+
     def _sequential(self, run: _Run) -> None:
         exploration, racing, repo, wanted = run.exploration, run.racing, run.repo, run.wanted
         target = racing.target(repo)
         self._watch(racing.race, target)
         before = len(self.races.controller.accesses)
-        clean = self._launch(repo.cache)
+        clean = self._launch(repo.cache, sites=run.changed is not None)
         exploration.launches += 1
+        exploration.startups += self.count
         self.clean = clean
         try:
             self._require_clean(clean, range(self.count))
-            found = self._points(racing.race, target, clean, before, range(self.count))
-            exploration.found = len(found)
+            seen = self._clean(racing.race, target, clean, before, range(self.count))
+            exploration.found = len(seen.points)
         finally:
             clean.stop()  # its cores and ports are for the launches that race
-        for number in checked_points(wanted, len(found)):
+        pending = self._to_explore(run, seen, wanted, explored=())
+        while pending:
+            number = pending.pop(0)
             armed = racing.arm(self.races, repo, number)
             fleet = None
             try:
                 fleet = self._launch(repo.cache)
                 exploration.launches += 1
-                exploration.points.append(
-                    self._judged(found[number - 1], fleet, range(self.count), armed, exploration)
+                exploration.startups += self.count
+                run.judged(
+                    self._judged(
+                        seen.points[number - 1], fleet, range(self.count), armed, exploration
+                    )
                 )
             finally:
                 self.races.discard(armed)
                 if fleet is not None:
                     fleet.stop()
+            if not pending:
+                pending = run.disagreeing()
+        self._finish(run, seen)
 
     def _parallel(self, run: _Run) -> None:
         exploration, racing, repo, wanted = run.exploration, run.racing, run.repo, run.wanted
         # Launch 1: member 0 clean, the others on the first points (guessed: 1, 2, ... until the
         # clean member says how many there are; a guess past the last point is dropped).
         pending = list(wanted) if wanted is not None else list(range(1, self.count))
-        found: list[AccessPoint] | None = None
-        while found is None or pending:
-            first = found is None
+        seen: _Clean | None = None
+        while seen is None or pending:
+            first = seen is None
             batch = pending[: self.count - 1] if first else pending[: self.count]
             pending = pending[len(batch) :]
             slots = self._slots(
@@ -223,25 +311,26 @@ class Explorer:
             fleet = None
             try:
                 before = len(self.races.controller.accesses)
-                fleet = self._launch(None, slots)
+                fleet = self._launch(None, slots, sites=first and run.changed is not None)
                 exploration.launches += 1
+                exploration.startups += len(slots)
                 if first:
                     self.clean = fleet
                     self._require_clean(fleet, [0])
                     target = racing.target(slots[0].repo)
-                    found = self._points(racing.race, target, fleet, before, [0])
-                    exploration.found = len(found)
+                    seen = self._clean(racing.race, target, fleet, before, [0])
+                    exploration.found = len(seen.points)
                     if wanted is None:
-                        batch = [number for number in batch if number <= len(found)]
-                        pending = list(range(self.count, len(found) + 1))
-                    else:
-                        checked_points(wanted, len(found))
+                        batch = [number for number in batch if number <= len(seen.points)]
+                    pending = self._to_explore(run, seen, wanted, explored=batch)
                 for index, slot in enumerate(slots):
                     if slot.point is None or slot.point not in batch:
                         continue
-                    assert slot.armed is not None and found is not None
-                    exploration.points.append(
-                        self._judged(found[slot.point - 1], fleet, [index], slot.armed, exploration)
+                    assert slot.armed is not None and seen is not None
+                    run.judged(
+                        self._judged(
+                            seen.points[slot.point - 1], fleet, [index], slot.armed, exploration
+                        )
                     )
             finally:
                 for slot in slots:
@@ -251,7 +340,46 @@ class Explorer:
                     fleet.stop()
                 for slot in slots:
                     shutil.rmtree(slot.cache.root, ignore_errors=True)
-        exploration.points.sort(key=lambda outcome: outcome.point.number)
+            if not pending:
+                pending = run.disagreeing()
+        assert seen is not None
+        self._finish(run, seen)
+
+    def _to_explore(
+        self, run: _Run, seen: _Clean, wanted: list[int] | None, explored: Sequence[int]
+    ) -> list[int]:
+        """The points still to run once the clean start-up is known: those asked for, or one
+        per group of equivalent points (``races/point_groups.py``), or every point."""
+        if wanted is not None:
+            return [n for n in checked_points(wanted, len(seen.points)) if n not in explored]
+        if run.changed is None or not run.changed:
+            return [n for n in range(1, len(seen.points) + 1) if n not in explored]
+        changed = run.changed
+
+        def touches(access: AccessEvent) -> bool:
+            return any(
+                path is not None and os.path.normpath(os.path.relpath(path, seen.root)) in changed
+                for path in (access.path, access.other)
+            )
+
+        run.groups = group_points(
+            seen.counted,
+            seen.every,
+            touches,
+            len(seen.points),
+            seen.busiest,
+            seen.root,
+            lambda number: f"{seen.points[number - 1].op} {seen.points[number - 1].short_path}",
+            explored=explored,
+        )
+        return [g.representative for g in run.groups if g.representative not in explored]
+
+    def _finish(self, run: _Run, seen: _Clean) -> None:
+        run.cover(
+            seen.points,
+            lambda number: self.settings.replay_of(number, "server_fleet.explore"),
+        )
+        run.exploration.points.sort(key=lambda outcome: outcome.point.number)
 
     # -- launches --------------------------------------------------------------------------
 
@@ -285,17 +413,27 @@ class Explorer:
             slots.append(slot)
         return slots
 
-    def _launch(self, cache: FakeHubCache | None, slots: list[_Slot] | None = None) -> Fleet:
+    def _launch(
+        self, cache: FakeHubCache | None, slots: list[_Slot] | None = None, sites: bool = False
+    ) -> Fleet:
+        """Launch the fleet; with ``sites``, the clean processes (member 0 in parallel mode)
+        report which code made each access (``point_groups``)."""
         fleet = self.fleet
+        env = dict(fleet.env or {})
+        member_env = [dict(slot.cache.env) for slot in slots] if slots else []
+        if sites and member_env:
+            member_env[0][ACCESS_SITES_ENV] = "1"
+        elif sites:
+            env[ACCESS_SITES_ENV] = "1"
         return self.launcher.launch(
             fleet.argv,
             count=len(slots) if slots else self.count,  # a last parallel launch may need fewer
             ready=fleet.ready,
-            env=fleet.env,
+            env=env if fleet.env is not None or sites else None,
             cache=cache,
             timeout=fleet.timeout,
             cwd=fleet.cwd,
-            member_env=[slot.cache.env for slot in slots] if slots else [],
+            member_env=member_env,
         )
 
     def _watch(self, race: Race, target: Target) -> None:
@@ -312,10 +450,11 @@ class Explorer:
                 " to explore:\n" + "\n".join(server.report() for server in bad)
             )
 
-    def _points(
+    def _clean(
         self, race: Race, target: Target, fleet: Fleet, before: int, members: Sequence[int]
-    ) -> list[AccessPoint]:
-        """The access points of the clean members' busiest process."""
+    ) -> _Clean:
+        """The access points of the clean members' busiest process, and each clean process's
+        accesses."""
         watched = tuple(str(p).rstrip(os.sep) + os.sep for p in race.watched(target))
         pids: dict[int, str] = {}
         for index in members:
@@ -325,23 +464,27 @@ class Explorer:
                     f"server {index}" if pid == server.pid else f"server {index}, child pid {pid}"
                 )
         with self.races.controller.lock:
-            clean = [
-                access
-                for access in self.races.controller.accesses[before:]
-                if access.pid in pids and access.path.startswith(watched)
+            every = [
+                access for access in self.races.controller.accesses[before:] if access.pid in pids
             ]
+        clean = [access for access in every if access.path.startswith(watched)]
         if not clean:
             raise StartupGuardError(
                 f"server_fleet.explore(): the clean start-up never accessed {target.folder}, so"
                 " there is no access point to race (does it read this repo? is its interpreter"
                 " under the plugin?)"
             )
-        return [
+        busiest = busiest_process(clean)
+        counted: dict[int, list[AccessEvent]] = {}
+        for access in clean:
+            counted.setdefault(access.pid, []).append(access)
+        points = [
             AccessPoint(
                 number, access.op, os.path.relpath(access.path, target.folder), pids[access.pid]
             )
-            for number, access in enumerate(busiest_process(clean), 1)
+            for number, access in enumerate(busiest, 1)
         ]
+        return _Clean(points, counted, every, busiest[0].pid, str(target.root).rstrip(os.sep))
 
     def _judged(
         self,

@@ -38,6 +38,7 @@ class ExploreSettings:
 
     only_point: int | None = None  # --startup-guard-explore-point: explore only this point
     replay_point: str | None = None
+    every_point: bool = False  # --startup-guard-explore-all: no point is covered by another
 
     def replay_of(self, number: int, call: str) -> str:
         """The command that replays point ``number`` alone (``call`` names the API used)."""
@@ -73,12 +74,18 @@ class PointOutcome:
     failure: str | None  # what failed: a member's status or the exception, and its first line
     replay: str
     hits: list[Hit] = field(default_factory=list)  # the accesses that met its window
+    # Not explored: it ends as point ``covered_by`` did, which was (``races/point_groups.py``),
+    # for the reason ``covered``; its outcome, failure and launch are that point's.
+    covered_by: int | None = None
+    covered: str | None = None
 
     def problem(self) -> str:
         """One line for a point that was not survived: the access, what became of it, why,
         and the command that replays it (a ``startup_case`` check lists these)."""
         point = self.point
         what = f"access point #{point.number} ({point.op} {point.short_path}): {self.outcome}"
+        if self.covered_by is not None:
+            what += f" (covered by #{self.covered_by}: {self.covered})"
         if self.failure:
             what += f": {self.failure}"
         if self.outcome == "not reached":
@@ -89,7 +96,24 @@ class PointOutcome:
     def line(self) -> str:
         point = self.point
         head = f"  #{point.number:<3} {point.op:<11} {point.short_path:<40} {self.outcome}"
+        if self.covered_by is not None:
+            head += f"  (covered by #{self.covered_by})"
         return head + (f"  {self.failure}" if self.failure else "")
+
+
+def covered_outcome(point: AccessPoint, replay: str, by: PointOutcome, reason: str) -> PointOutcome:
+    """``point``, not explored, ending as the explored point ``by`` did, for ``reason``."""
+    return PointOutcome(
+        point,
+        by.outcome,
+        by.hit,
+        by.launch,
+        by.members,
+        by.failure,
+        replay,
+        covered_by=by.point.number,
+        covered=reason,
+    )
 
 
 @dataclass
@@ -104,6 +128,20 @@ class Exploration:
     launches: int = 0  # start-ups run, the clean one included
     seconds: float = 0.0
     found: int = 0  # access points of the clean start-up's busiest process
+    startups: int = 0  # start-ups run (fleet members started), the clean one included
+    # Why every point was explored rather than one per group of equivalent points (None: the
+    # points were grouped, or the exploration does not group them: in-process).
+    unpruned: str | None = None
+
+    @property
+    def explored(self) -> list[PointOutcome]:
+        """The points that were run (the others are covered by one of them)."""
+        return [point for point in self.points if point.covered_by is None]
+
+    @property
+    def covered(self) -> list[PointOutcome]:
+        """The points that were not run: each ends as the explored point it names."""
+        return [point for point in self.points if point.covered_by is not None]
 
     def of(self, outcome: Outcome) -> list[PointOutcome]:
         return [point for point in self.points if point.outcome == outcome]
@@ -144,10 +182,21 @@ class Exploration:
             f"{number} {outcome}" for outcome, number in self.counts().items() if number
         )
         unit = "run(s) of the start-up" if self.mode == "in-process" else "launch(es)"
+        covered = len(self.covered)
+        grouped = (
+            f", {len(self.explored)} explored and {covered} covered by an equivalent point"
+            if covered
+            else ""
+        )
+        startups = (
+            f", {self.startups} start-up(s)"
+            if self.mode != "in-process" and self.startups != self.launches
+            else ""
+        )
         return (
             f"explore {self.race} on {self.target}: {len(self.points)} of {self.found} access"
-            f" points ({counts or 'none'}); {self.mode}: {runs}; {self.launches} {unit}"
-            f" in {self.seconds:.1f} s"
+            f" points{grouped} ({counts or 'none'}); {self.mode}: {runs}; {self.launches} {unit}"
+            f"{startups} in {self.seconds:.1f} s"
         )
 
     def __str__(self) -> str:
@@ -169,6 +218,8 @@ class Exploration:
         lines = [f"{header} {len(bad)} of {len(self.points)} access points", self.summary()]
         for point in bad:
             lines.append(point.line())
+            if point.covered_by is not None:
+                lines.append(f"       covered by #{point.covered_by}: {point.covered}")
             if point.outcome == "not reached":
                 lines.append(f"       {NOT_REACHED}")
             lines.append(f"       replay: {point.replay}")
@@ -263,6 +314,7 @@ __all__ = [
     "Outcome",
     "PointOutcome",
     "checked_points",
+    "covered_outcome",
     "may_explore",
     "outcome_of",
     "unexplored_point_message",

@@ -242,6 +242,7 @@ class HubRace:
                     allow_miss=True,  # a run that never reaches its point says so: not reached
                 )
                 exploration.launches += 1
+                exploration.startups += 1
                 exploration.points.append(
                     self._run_point(found[number - 1], armed, startup, exploration.launches)
                 )

@@ -387,6 +387,8 @@ def exploration_facts(exploration: Exploration) -> dict[str, Any]:
         "points": len(exploration.points),
         "found": exploration.found,
         "launches": exploration.launches,
+        "explored": len(exploration.explored),
+        "startups": exploration.startups,
         "survived": len(exploration.of("survived")),
         "failed": len(exploration.of("failed")),
         "undecided": len(exploration.of("undecided")),

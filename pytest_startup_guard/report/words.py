@@ -101,11 +101,15 @@ def exploration_words(exploration: Mapping[str, Any]) -> str:
     """``explored pointer_swap on config.json of acme/tiny (parallel): 3 points: 2 survived,
     1 not reached``: one entry of a test's ``explorations[]``, every outcome it had."""
     mode = exploration.get("mode")
+    points = int(exploration.get("points") or 0)
+    run = exploration.get("explored")
+    covered = points - int(run) if isinstance(run, int) and run < points else 0
     return (
         f"explored {exploration.get('race', '?')} on {exploration.get('target', '?')}"
         + (f" ({mode})" if mode else "")
         + ": "
-        + _points_words(int(exploration.get("points") or 0), _outcomes(exploration))
+        + _points_words(points, _outcomes(exploration))
+        + (f" ({run} run, {covered} covered by an equivalent point)" if covered else "")
     )
 
 

@@ -62,6 +62,7 @@ from pytest_startup_guard.runtime import child_locks, child_ports, child_steps
 from pytest_startup_guard.runtime.observation import is_unobserved, set_unobserved
 from pytest_startup_guard.runtime.protocol import (
     ACCESS_EVENTS,
+    ACCESS_SITES_ENV,
     ANCESTRY_ENV,
     DESCRIPTOR_EVENTS,
     FOOTPRINT_EVENTS,
@@ -225,6 +226,8 @@ class _State:
     cause: str | None = None  # its first uncaught exception, "TypeName: message"
     said_bye = False
     spawned_worker = False  # a multiprocessing spawn worker whose bootstrap is not wrapped yet
+    sites = False  # ACCESS_SITES_ENV: each access report names the code that made it
+    open_writes = False  # with sites: whether the open being reported writes
 
 
 _state = _State()
@@ -272,6 +275,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
     if sink is None:
         return
     failure: int | None = None
+    if _state.sites and event == "open":
+        _state.open_writes = _opens_for_writing(args)
     set_unobserved(True)
     try:
         failure = sink(event, path, other)
@@ -283,6 +288,32 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         # A fault the test asked for: the call fails as the system call would, raised from the
         # audit hook, which aborts the call before it runs.
         raise _os_error(failure, event, args)
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def _opens_for_writing(args: tuple[Any, ...]) -> bool:
+    """Whether an ``open`` event's call (``path, mode, flags``) may change the file."""
+    flags = args[2] if len(args) > 2 else None
+    if type(flags) is int:
+        return bool(flags & _WRITE_FLAGS)
+    mode = args[1] if len(args) > 1 else None
+    return type(mode) is str and any(letter in mode for letter in "wax+")
+
+
+def _site() -> str:
+    """The code that made the access being reported: the files and lines of the call stack
+    above the audit hook, hashed (the same code in the same process gives the same site). Only
+    an exploration's clean run asks for it (``ACCESS_SITES_ENV``)."""
+    frame: Any = sys._getframe(1)
+    lines = []
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename != __file__:  # the hook and this sink: the same for every access
+            lines.append((code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return "%x" % (hash(tuple(lines)) & 0xFFFFFFFFFFFF)
 
 
 def _as_text(path: Any) -> str | None:
@@ -398,6 +429,10 @@ def _client_sink(event: str, path: str, other: str | None) -> int | None:
         "pid": os.getpid(),
         "tid": _thread.get_ident(),
     }
+    if _state.sites:
+        message["site"] = _site()
+        if event == "open":
+            message["writes"] = 1 if _state.open_writes else 0
     while True:
         reply = client.request(message)
         if not reply:
@@ -807,6 +842,7 @@ def boot() -> None:
         )
         return
     _state.spawned_worker = _is_spawned_worker()
+    _state.sites = os.environ.get(ACCESS_SITES_ENV) == "1"
     _install_hook()
     _watch_exit()
     if os.environ.get(WRITER_STEPS_ENV) == "1":  # the real writer: a pause after each open

@@ -162,6 +162,11 @@ class AccessEvent:
     # The process asks again after a listener answered "wait" (``AccessAnswer``): the same
     # access, not a new one (it is not recorded or counted again).
     again: bool = False
+    # Only where the process reports them (``ACCESS_SITES_ENV``: an exploration's clean run):
+    # the code that made the access (a hash of its call stack's files and lines), and for an
+    # open whether it may write.
+    site: str | None = None
+    writes: bool = False
 
     @property
     def port(self) -> int | None:
@@ -804,6 +809,8 @@ class RuntimeController:
                 tid=int(message.get("tid", 0)),
                 other=None if other is None else str(other),
                 again=bool(message.get("again")),
+                site=None if message.get("site") is None else str(message["site"]),
+                writes=bool(message.get("writes")),
             )
             answer = self._dispatch(event)
             self._native_doubles.answered(message, failed=bool(answer and answer.errno))

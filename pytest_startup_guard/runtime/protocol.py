@@ -83,6 +83,10 @@ ACCESS_EVENTS = frozenset(
 # a pause point between an open that truncates and the first write (``open(ref, "w")``).
 OPENED_EVENT = "startup_guard.opened"
 WRITER_STEPS_ENV = "STARTUP_GUARD_WRITER_STEPS"  # "1": wrap the opens (``child_steps.install``)
+# "1": each access report also says which code made it (``site``: the call stack's files and
+# lines, hashed) and whether an open writes (``writes``). Set for an exploration's clean run
+# only, which groups its access points by them (``races/point_groups.py``).
+ACCESS_SITES_ENV = "STARTUP_GUARD_ACCESS_SITES"
 # The access events whose first argument is a descriptor, not a path.
 DESCRIPTOR_EVENTS = frozenset({"fcntl.flock", "fcntl.lockf"})
 # The access events that name the path they create second: (src, dst, ...).
