@@ -372,7 +372,13 @@ class Explorer:
             lambda number: f"{seen.points[number - 1].op} {seen.points[number - 1].short_path}",
             explored=explored,
         )
-        return [g.representative for g in run.groups if g.representative not in explored]
+        wanted_now = [
+            number
+            for group in run.groups
+            for number in (group.representative, *group.samples)
+            if number not in explored
+        ]
+        return sorted(set(wanted_now))
 
     def _finish(self, run: _Run, seen: _Clean) -> None:
         run.cover(

@@ -61,6 +61,10 @@ class PointGroup:
     representative: int
     inert: bool  # no process meets an access the race changes from these points on
     reasons: Mapping[int, str]
+    # Points run besides the representative: in a group of repeats, the one meeting the last
+    # repeat (the same code may treat its first and later calls differently: a group whose
+    # runs disagree is run point by point).
+    samples: tuple[int, ...] = ()
 
     def reason(self, number: int) -> str:
         return self.reasons.get(number, "")
@@ -156,12 +160,13 @@ def group_points(
     for key, numbers in keys.items():
         inert = all(part in (("inert",), ("no window",)) for part in key)
         representative = _representative(numbers, main, explored)
+        samples = _last_repeat(numbers, main, representative)
         reasons = {
             number: _reason(number, representative, main, inert, label)
             for number in numbers
             if number != representative
         }
-        groups.append(PointGroup(tuple(numbers), representative, inert, reasons))
+        groups.append(PointGroup(tuple(numbers), representative, inert, reasons, samples))
     return sorted(groups, key=lambda group: group.numbers[0])
 
 
@@ -176,6 +181,17 @@ def _representative(numbers: list[int], main: _Process, explored: Sequence[int])
         if meeting is not None and meeting.index == number - 1:
             return number
     return numbers[0]
+
+
+def _last_repeat(numbers: list[int], main: _Process, representative: int) -> tuple[int, ...]:
+    """The point meeting the group's last repeat in the busiest process, if its points meet
+    more than one access there (else nothing more to run)."""
+    meetings = {m.index: n for n in numbers if (m := main.meeting(n)) is not None}
+    if len(meetings) < 2:
+        return ()
+    last = max(meetings)
+    number = last + 1 if last + 1 in numbers else meetings[last]
+    return () if number == representative else (number,)
 
 
 def _reason(

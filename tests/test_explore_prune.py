@@ -1,0 +1,156 @@
+"""Exploring one point of each group of equivalent access points ends as exploring every point.
+
+Each test explores the same start-up both ways, ``prune=True`` (the default) and
+``prune=False`` (or ``--startup-guard-explore-all``), and requires the same outcome at every
+point: the truth is each point's own run in the full exploration.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+from user_env import user_env
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+# A start-up of many hf_hub_download calls: FILES files read in a loop, two accesses each (the
+# ref, then the file). ``retry_from``: the iterations from which a failed read is retried
+# (0: every one; FILES: none; 1: every one but the first: the same code treating its first
+# call differently).
+MANY_CALLS = """
+import json, sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from huggingface_hub import hf_hub_download
+FILES, retry_from = 6, int(sys.argv[2])
+for index in range(FILES):
+    for attempt in range(20):
+        try:
+            with open(hf_hub_download("acme/tiny", "part-%d.json" % index)) as handle:
+                json.load(handle)
+            break
+        except (OSError, ValueError):
+            if index < retry_from:
+                raise
+            time.sleep(0.02)
+class Health(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *args):
+        pass
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+
+BOTH_WAYS = """
+import sys
+import pytest
+from pytest_startup_guard import ready
+
+PARTS = {f"part-{i}.json": {"index": i} for i in range(6)}
+
+@pytest.mark.parametrize("race, filename, retry_from, mode, count", CASES)
+def test_both_ways(hub_cache, server_fleet, race, filename, retry_from, mode, count):
+    repo = hub_cache.add_model("acme/tiny", {"config.json": {"model_type": "gpt2"}, **PARTS})
+    argv = [sys.executable, "many_calls.py", "{port}", str(retry_from)]
+    runs = {}
+    for prune in (True, False):
+        runs[prune] = server_fleet.explore(
+            argv, race, repo, filename, count=count, ready=ready.http("/"), mode=mode,
+            hold=0.05, prune=prune,
+        )
+        print(runs[prune])
+    pruned, full = runs[True], runs[False]
+    assert full.found == pruned.found == 12 and not full.covered
+    assert [(p.point, p.outcome) for p in pruned.points] == [
+        (p.point, p.outcome) for p in full.points
+    ]
+    assert pruned.startups <= full.startups, (pruned.startups, full.startups)
+    for point in pruned.covered:
+        print(f"COVERED #{point.point.number} by #{point.covered_by}: {point.covered}")
+        assert pruned.points[point.covered_by - 1].covered_by is None
+"""
+
+
+def _run_both_ways(pytester: pytest.Pytester, cases: str) -> pytest.RunResult:
+    pytester.makepyfile(many_calls=MANY_CALLS)
+    pytester.makepyfile(test_both_ways=f"CASES = {cases}\n" + BOTH_WAYS)
+    return pytester.runpytest_subprocess("-p", "startup_guard", "-s", "-p", "no:cacheprovider")
+
+
+def test_many_hf_hub_download_calls_explored_both_ways_end_alike(
+    guard_pytester: pytest.Pytester,
+) -> None:
+    """A race on the first file, on the last, and on the ref every call reads; a server that
+    dies of it and one that retries: every point's outcome is the same pruned and full, in
+    fewer start-ups, and each covered point names a point that was run, with the reason."""
+    cases = """[
+        ("pointer_swap", "part-0.json", 6, "parallel", 4),
+        ("pointer_swap", "part-5.json", 0, "parallel", 4),
+        ("ref_rewrite", "part-0.json", 6, "parallel", 4),
+        ("ref_rewrite", "part-0.json", 0, "sequential", 1),
+    ]"""
+    result = _run_both_ways(guard_pytester, cases)
+    result.assert_outcomes(passed=4)
+    output = result.stdout.str()
+    # Points after the last read of part-0.json change nothing any process reads.
+    assert "no process accesses anything the race changes" in output
+    # Points before a read of part-5.json meet it first.
+    assert re.search(r"does not touch what the race changes: its window first meets #12", output)
+    # Every hf_hub_download call reads refs/main from the same line: repeats.
+    assert "a repeat of #1" in output or "(repeats: the same code" in output
+    explored = re.findall(r"12 of 12 access points, (\d+) explored and (\d+) covered", output)
+    assert len(explored) == 4, output  # every pruned exploration covered some points
+
+
+def test_a_loop_that_treats_its_first_call_differently_is_explored_point_by_point(
+    guard_pytester: pytest.Pytester,
+) -> None:
+    """Only the loop's first call gives up on a failed read: the same code, the same ref, the
+    cache unchanged, yet the first repeat fails and the later ones survive. The group's first
+    and last repeats are both run, they disagree, so every point of the group is run: nothing
+    is covered, and the outcomes match the full exploration's."""
+    cases = """[("ref_rewrite", "part-0.json", 1, "parallel", 2)]"""
+    result = _run_both_ways(guard_pytester, cases)
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert "12 of 12 access points (11 survived, 1 failed)" in output
+    assert "covered by an equivalent point" not in output
+
+
+def _caught(junit: Path) -> dict[str, str]:
+    """Each example test's outcome and the points its exploration recorded (launches left out:
+    they are what pruning changes)."""
+    caught = {}
+    for case in ElementTree.parse(junit).getroot().iter("testcase"):
+        name = case.get("name", "")
+        failed = case.find("failure") is not None or case.find("error") is not None
+        words = "failed" if failed else "passed"
+        for prop in case.iter("property"):
+            if prop.get("name") == "caught":
+                words += ": " + re.sub(r" in \d+ launch\(es\)", "", prop.get("value", ""))
+        caught[name] = words
+    return caught
+
+
+def test_the_examples_explorations_end_alike_pruned_and_full(tmp_path: Path) -> None:
+    """``examples/test_explore.py`` (the demo's explorations: the transformers server without
+    retry and with it, and ``explore=True`` cases of two races) run as a user runs it, once as
+    it is and once with ``--startup-guard-explore-all``: the same tests pass and fail, and every
+    point ends the same way."""
+    results = {}
+    for name, extra in (("pruned", []), ("full", ["--startup-guard-explore-all"])):
+        junit = tmp_path / f"{name}.xml"
+        completed = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "startup_guard", "-p", "no:cacheprovider",
+             f"--basetemp={tmp_path / name}", f"--junitxml={junit}", *extra, "test_explore.py"],
+            cwd=EXAMPLES, env=user_env(), capture_output=True, text=True, timeout=600,
+            check=False,
+        )  # fmt: skip
+        assert completed.returncode == 0, completed.stdout[-4000:]
+        results[name] = _caught(junit)
+    assert len(results["full"]) == 4
+    assert results["pruned"] == results["full"]
