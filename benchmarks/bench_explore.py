@@ -10,9 +10,11 @@ every point is survived and every run goes all the way to ready):
   members per launch (every point and the clean member in one launch).
 
 Per start-up, interleaved in a rotating order: one clean start-up of the fleet,
-``server_fleet.explore(..., mode="parallel")`` and ``mode="sequential"``. Figures: medians,
-each mode's time over the clean start-up's (target: every point explored in at most 2x one
-clean start-up), with the spread of the runs.
+``server_fleet.explore(..., mode="parallel")`` and ``mode="sequential"``, each pruned (the
+default: one point of each group of equivalent points is run, the others covered) and with
+``prune=False`` (every point run). Figures: medians, each mode's time over the clean
+start-up's (target: every point explored, pruned, in parallel mode, in at most 2x one clean
+start-up), with the spread of the runs.
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ def clean(bench: Bench, argv: list[str], count: int, files: bool) -> float:
 
 
 def explored(
-    bench: Bench, argv: list[str], count: int, mode: str, files: bool
-) -> tuple[float, int, int]:
-    """(seconds, points explored, launches)."""
+    bench: Bench, argv: list[str], count: int, mode: str, files: bool, prune: bool
+) -> tuple[float, int, int, int]:
+    """(seconds, points, points run, launches)."""
     with bench.test() as (cache, _races, fleets):
         add_parts(cache, files)
         started = time.monotonic()
@@ -82,10 +84,11 @@ def explored(
             ready=ready.http("/health"),
             mode=mode,
             hold=0.05,
+            prune=prune,
         )
         seconds = time.monotonic() - started
         exploration.assert_all_survived()
-        return seconds, len(exploration.points), exploration.launches
+        return seconds, len(exploration.points), len(exploration.explored), exploration.launches
 
 
 def add_parts(cache: object, files: bool) -> None:
@@ -107,28 +110,44 @@ def main() -> None:
     wide = 5 if args.quick else 4 * FILES // 2 + 1  # every point and the clean member at once
     figures: list[Figure] = []
     setups = [
-        ("example server", example_command(), False, [("parallel", count), ("sequential", count)]),
+        (
+            "example server",
+            example_command(),
+            False,
+            [
+                ("parallel", count, True),
+                ("parallel", count, False),
+                ("sequential", count, True),
+                ("sequential", count, False),
+            ],
+        ),
         (
             f"{2 * FILES} points",
             many_files_command(),
             True,
-            [("parallel", count), ("parallel", wide), ("sequential", count)],
+            [
+                ("parallel", count, True),
+                ("parallel", count, False),
+                ("parallel", wide, False),
+                ("sequential", count, True),
+                ("sequential", count, False),
+            ],
         ),
     ]
     with workbench() as bench:
         for name, argv, files, modes in setups:
             cleans: list[float] = []
-            times: dict[tuple[str, int], list[float]] = {mode: [] for mode in modes}
-            shape: dict[tuple[str, int], tuple[int, int]] = {}
-            kinds: list[tuple[str, int] | None] = [None, *modes]
+            times: dict[tuple[str, int, bool], list[float]] = {mode: [] for mode in modes}
+            shape: dict[tuple[str, int, bool], tuple[int, int, int]] = {}
+            kinds: list[tuple[str, int, bool] | None] = [None, *modes]
             for run in range(repeats):  # interleaved, rotating which goes first
                 for kind in kinds[run % len(kinds) :] + kinds[: run % len(kinds)]:
                     if kind is None:
                         cleans.append(clean(bench, argv, count, files))
                     else:
-                        seconds, points, launches = explored(bench, argv, kind[1], kind[0], files)
+                        seconds, *counts = explored(bench, argv, kind[1], kind[0], files, kind[2])
                         times[kind].append(seconds)
-                        shape[kind] = (points, launches)
+                        shape[kind] = (counts[0], counts[1], counts[2])
             base = statistics.median(cleans)
             figures.append(
                 figure(
@@ -138,18 +157,19 @@ def main() -> None:
                     detail=f"spread {spread(cleans)} s",
                 )
             )
-            for (mode, members), values in times.items():
+            for (mode, members, prune), values in times.items():
                 ratio = statistics.median(values) / base
-                points, launches = shape[(mode, members)]
-                parallel = mode == "parallel"
+                points, run_points, launches = shape[(mode, members, prune)]
+                targeted = mode == "parallel" and prune
+                how = "pruned" if prune else "every point"
                 figures.append(
                     figure(
-                        f"explore, {name}: {mode}, {members} members / clean start-up",
+                        f"explore, {name}: {mode}, {members} members, {how} / clean start-up",
                         ratio,
                         "x",
-                        target="<= 2.0" if parallel else None,
-                        passed=ratio <= 2.0 if parallel else None,
-                        detail=f"{points} points in {launches} launch(es), median"
+                        target="<= 2.0" if targeted else None,
+                        passed=ratio <= 2.0 if targeted else None,
+                        detail=f"{points} points ({run_points} run) in {launches} launch(es), median"
                         f" {statistics.median(values):.2f} s (spread {spread(values)} s) over"
                         f" {repeats} interleaved runs",
                     )
