@@ -639,6 +639,14 @@ EXPLORE = [
         "access point",
     ),
     _fixture(
+        "explore_prune_word",
+        "server_fleet.explore(UP, 'pointer_swap', a_repo(hub_cache), 'config.json',"
+        " ready=ready.log('up'), prune='yes')",
+        FLEET,
+        "prune='yes'",
+        "False (explore every point)",
+    ),
+    _fixture(
         "explore_race_unknown",
         "server_fleet.explore(UP, 'pointer_swp', a_repo(hub_cache), 'config.json',"
         " ready=ready.log('up'))",
@@ -1185,7 +1193,17 @@ CASES: list[Misuse] = [
 
 # Parts of the API keep their cases in files of their own (``misuse_cases_<part>.py``, each a
 # list ``CASES``): read here, so that test_misuse.py runs them with the rest.
-for _part in ("ports", "fs_errors", "locks", "rebuild", "order", "native", "remote", "writer"):
+for _part in (
+    "ports",
+    "fs_errors",
+    "locks",
+    "rebuild",
+    "order",
+    "native",
+    "remote",
+    "writer",
+    "warm",
+):
     try:
         _module = __import__(f"misuse_cases_{_part}")
     except ModuleNotFoundError as error:
