@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
     from pytest_startup_guard.fleet.reaper import Reaper
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
+    from pytest_startup_guard.fleet.warm import WarmTemplates
     from pytest_startup_guard.fleet.writer_exploration import WriterSettings
     from pytest_startup_guard.races.exploration import ExploreSettings
     from pytest_startup_guard.races.hubrace import HubRace
@@ -412,7 +413,25 @@ def _reaper(config: pytest.Config) -> Reaper:
     return config.stash[REAPER_KEY]
 
 
+WARM_KEY = pytest.StashKey["WarmTemplates"]()
+
+
+def _warm_templates(config: pytest.Config, factory: pytest.TempPathFactory) -> WarmTemplates:
+    """This pytest process's warm templates (``fleet/warm.py``): one per distinct command, kept
+    for the whole session (a template holds no test's state), ended at ``pytest_unconfigure``
+    and, should pytest die, by the reaper (each carries the run's marker)."""
+    from pytest_startup_guard.fleet.warm import WarmTemplates
+
+    if WARM_KEY not in config.stash:
+        folder = factory.mktemp("startup-guard-warm", numbered=True)
+        config.stash[WARM_KEY] = WarmTemplates(folder, _reaper(config))
+    return config.stash[WARM_KEY]
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    templates = config.stash.get(WARM_KEY, None)
+    if templates is not None:
+        templates.close()  # before the reaper: it would end them as left behind
     reaper = config.stash.get(REAPER_KEY, None)
     if reaper is not None:
         from pytest_startup_guard.runtime.run_marker import pop_keeper
@@ -463,6 +482,8 @@ def server_fleet(
         online_env=online_env,
         hub_race=hub_race,
         explore_settings=hub_race.explore_settings,
+        warm_templates=_warm_templates(request.config, tmp_path_factory),
+        warm_default=session.warm,
     )
     fleets.writer_settings = _writer_settings(request)
     _record(request).fleets = fleets
@@ -493,6 +514,7 @@ def _explore_settings(request: pytest.FixtureRequest) -> ExploreSettings:
     return ExploreSettings(
         only_point=session.explore_point,
         replay_point=f"{session.replay(request.node.nodeid)} {option}=",
+        every_point=session.explore_all,
     )
 
 

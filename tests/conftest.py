@@ -34,6 +34,8 @@ def guard_pytester(
         "STARTUP_GUARD_STRESS",
         "STARTUP_GUARD_EXPLORE_POINT",
         "STARTUP_GUARD_WRITER_PAIR",
+        "STARTUP_GUARD_EXPLORE_ALL",
+        "STARTUP_GUARD_WARM",
         "PYTEST_ADDOPTS",
     ):
         monkeypatch.delenv(name, raising=False)

@@ -142,12 +142,13 @@ class HubEnvironment:
         os.environ.update(self.env)
         modules = _library_modules()
         self._modules_before = {id(module) for module in modules}
-        prefixes = _prefix_pairs(hub_paths(original), hub_paths(self.env))
-        if "HF_ENDPOINT" in self.env:
-            prefixes += _endpoint_pairs(original, self.env)
-        flags = offline_flags(self.env)
-        for module in modules:
-            self._rewrite(module, prefixes, flags, record=True)
+        _repoint(
+            modules,
+            original,
+            self.env,
+            endpoint="HF_ENDPOINT" in self.env,
+            saved=self._saved_attributes,
+        )
         self._applied = True
         _APPLIED.append(self)
 
@@ -165,54 +166,77 @@ class HubEnvironment:
         for module, attribute, original in reversed(self._saved_attributes):
             setattr(module, attribute, original)
         # Modules first imported during the test computed their constants from the fake env.
-        prefixes = _prefix_pairs(hub_paths(fake), hub_paths(os.environ))
-        if "HF_ENDPOINT" in self.env:
-            prefixes += _endpoint_pairs(fake, os.environ)
-        flags = offline_flags(os.environ)
-        for module in _library_modules():
-            if id(module) not in self._modules_before:
-                self._rewrite(module, prefixes, flags, record=False)
+        new = [m for m in _library_modules() if id(m) not in self._modules_before]
+        _repoint(new, fake, os.environ, endpoint="HF_ENDPOINT" in self.env, saved=None)
         self._saved_attributes.clear()
         self._applied = False
 
-    def _rewrite(
-        self,
-        module: ModuleType,
-        prefixes: list[tuple[str, str]],
-        flags: Mapping[str, bool],
-        *,
-        record: bool,
-    ) -> None:
-        namespace = vars(module)
-        for attribute, value in list(namespace.items()):
-            replacement: object
-            if type(value).__name__ == "HfApi" and isinstance(getattr(value, "endpoint", 0), str):
-                # huggingface_hub's module-level client (``hf_api.api``, behind
-                # ``huggingface_hub.model_info``) kept the endpoint of its import.
-                self._rewrite_endpoint(value, prefixes, record=record)
-                continue
-            if attribute.startswith("_HF_DEFAULT"):
-                continue  # the library's own default, which it compares ENDPOINT against
-            if isinstance(value, str) and value.startswith((os.sep, "http")):
-                remapped = _remap(value, prefixes)
-                if remapped is None:
-                    continue
-                replacement = remapped
-            elif isinstance(value, bool) and attribute in flags:
-                replacement = flags[attribute]
-            else:
-                continue
-            if replacement != value:
-                if record:
-                    self._saved_attributes.append((module, attribute, value))
-                namespace[attribute] = replacement
 
-    def _rewrite_endpoint(
-        self, client: Any, prefixes: list[tuple[str, str]], *, record: bool
-    ) -> None:
-        endpoint: str = client.endpoint
-        remapped = _remap(endpoint, prefixes)
-        if remapped is not None and remapped != endpoint:
-            if record:
-                self._saved_attributes.append((client, "endpoint", endpoint))
-            client.endpoint = remapped
+def repoint_libraries(source: Mapping[str, str], target: Mapping[str, str]) -> None:
+    """Point the already imported libraries' constants computed under the environment
+    ``source`` at ``target``: cache paths, offline flags, the endpoint (a member forked from a
+    warm template, ``fleet/warm_template.py``, whose imports ran under the template's env)."""
+    _repoint(_library_modules(), source, target, endpoint=True, saved=None)
+
+
+# (owner, attribute, value before): what ``_repoint`` changed, to put back
+_Saved = list[tuple[object, str, object]]
+
+
+def _repoint(
+    modules: list[ModuleType],
+    source: Mapping[str, str],
+    target: Mapping[str, str],
+    *,
+    endpoint: bool,
+    saved: _Saved | None,
+) -> None:
+    """Rewrite the modules' constants computed under ``source`` for ``target``: paths under
+    its hub folders, the offline flags, and (``endpoint``) the hub endpoint in URLs. What was
+    changed goes to ``saved``, where given."""
+    prefixes = _prefix_pairs(hub_paths(source), hub_paths(target))
+    if endpoint:
+        prefixes += _endpoint_pairs(source, target)
+    flags = offline_flags(target)
+    for module in modules:
+        _rewrite(module, prefixes, flags, saved)
+
+
+def _rewrite(
+    module: ModuleType,
+    prefixes: list[tuple[str, str]],
+    flags: Mapping[str, bool],
+    saved: _Saved | None,
+) -> None:
+    namespace = vars(module)
+    for attribute, value in list(namespace.items()):
+        replacement: object
+        if type(value).__name__ == "HfApi" and isinstance(getattr(value, "endpoint", 0), str):
+            # huggingface_hub's module-level client (``hf_api.api``, behind
+            # ``huggingface_hub.model_info``) kept the endpoint of its import.
+            _rewrite_endpoint(value, prefixes, saved)
+            continue
+        if attribute.startswith("_HF_DEFAULT"):
+            continue  # the library's own default, which it compares ENDPOINT against
+        if isinstance(value, str) and value.startswith((os.sep, "http")):
+            remapped = _remap(value, prefixes)
+            if remapped is None:
+                continue
+            replacement = remapped
+        elif isinstance(value, bool) and attribute in flags:
+            replacement = flags[attribute]
+        else:
+            continue
+        if replacement != value:
+            if saved is not None:
+                saved.append((module, attribute, value))
+            namespace[attribute] = replacement
+
+
+def _rewrite_endpoint(client: Any, prefixes: list[tuple[str, str]], saved: _Saved | None) -> None:
+    endpoint: str = client.endpoint
+    remapped = _remap(endpoint, prefixes)
+    if remapped is not None and remapped != endpoint:
+        if saved is not None:
+            saved.append((client, "endpoint", endpoint))
+        client.endpoint = remapped

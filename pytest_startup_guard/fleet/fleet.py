@@ -29,6 +29,7 @@ from pytest_startup_guard.fleet.ports import Lease
 from pytest_startup_guard.fleet.process_faults import ProcessFaults
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
 from pytest_startup_guard.fleet.server import Server
+from pytest_startup_guard.fleet.warm_process import ForkedProcess
 from pytest_startup_guard.fleet.workers import (
     QuietWatch,
     Worker,
@@ -42,6 +43,7 @@ from pytest_startup_guard.runtime.controller import BarrierGroup, RuntimeControl
 from pytest_startup_guard.runtime.process_group import (
     ByPid,
     Child,
+    Group,
     Target,
     end_late,
     end_trees,
@@ -64,7 +66,7 @@ class RunningMember:
     """A started member: its ``Server``, its process, its port lease and its output file."""
 
     server: Server
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | ForkedProcess  # forked from a warm template: ``warm.py``
     lease: Lease | None
     output_handle: object
 
@@ -99,6 +101,7 @@ class Fleet:
         self._worker_accesses = WorkerAccesses()
         self._quiet = QuietWatch()
         self.reported: set[str] = set()  # worker problems a check or assertion already raised
+        self.start_lines: list[str] = []  # how its members started (forked warm, or cold: why)
         # In every member's environment, so in all they start: stop ends what carries it.
         self.marker = new_tree(reaper)
 
@@ -245,6 +248,7 @@ class Fleet:
         ready = sum(1 for server in self.servers if server.ready)
         head = f"fleet of {len(self)} x `{self.label}`: {ready} of {len(self)} ready within {self.timeout:g} s"
         faults = [
+            *self.start_lines,
             *self.port_faults.lines(),
             *self.process_faults.lines(),
             *self.lock_faults.lines(self.released_t),
@@ -342,7 +346,7 @@ class Fleet:
             descendants = self._descendants()
             known = {member.pid for member in members} | {d.process.pid for d in descendants}
             targets: list[Target] = [
-                *map(Child, members),
+                *map(_member_target, members),
                 *descendants,
                 # What left the trees and the groups (a daemon: setsid and a double fork).
                 *marked(self.marker, spare=known),
@@ -350,7 +354,7 @@ class Fleet:
             # start_new_session: each member leads a process group of its own, ours while the
             # member is not reaped (Child.ended does not reap), else while a process in it
             # carries the marker.
-            end_trees(targets, [led_by(member, self.marker) for member in members], grace)
+            end_trees(targets, [_member_group(member, self.marker) for member in members], grace)
             end_late(self.marker)  # started while the others ended, and still marked
             for running in self._running:
                 self._settle(running)  # reaps each member
@@ -405,6 +409,16 @@ class Fleet:
         close = getattr(running.output_handle, "close", None)
         if close is not None:
             close()
+
+
+def _member_target(process: subprocess.Popen[bytes] | ForkedProcess) -> Target:
+    """A member as ``end_trees`` ends it: our child, or a fork of a warm template."""
+    return process.target() if isinstance(process, ForkedProcess) else Child(process)
+
+
+def _member_group(process: subprocess.Popen[bytes] | ForkedProcess, marker: str) -> Group:
+    """The process group a member leads, proven ours before each signal."""
+    return process.group(marker) if isinstance(process, ForkedProcess) else led_by(process, marker)
 
 
 @contextmanager

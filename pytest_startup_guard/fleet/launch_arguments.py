@@ -23,6 +23,7 @@ from pytest_startup_guard.checks import (
     instance,
     seconds,
     shown,
+    texts,
     whole_number,
 )
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
@@ -55,6 +56,8 @@ def check_launch(
     ports: object = None,
     workers: object = None,
     native_accesses: object = False,
+    warm: object = None,
+    preload: object = None,
 ) -> LaunchArguments:
     """Every argument of one launch, or an error naming the first bad one (``where``:
     ``server_fleet.launch()`` or ``server_fleet.explore()``)."""
@@ -81,6 +84,7 @@ def check_launch(
     if workers is not None:
         whole_number("workers", workers, where, minimum=1, meaning="worker processes per member")
     flag("native_accesses", native_accesses, where)
+    _warm(warm, preload, where)
     _placeholders(checked_argv, where, checked_count)
     return LaunchArguments(checked_argv, checked_timeout)
 
@@ -136,6 +140,34 @@ def _probe(ready: object, where: str) -> None:
 
 
 _PROBE_NAMES = ("http", "tcp", "log", "file", "call")
+WARM_CHOICES = (True, False, "or_cold")
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _warm(warm: object, preload: object, where: str) -> None:
+    """``warm``: None (the run's ``--startup-guard-warm``), True, False or ``"or_cold"``;
+    ``preload``: None or module names to import once in the template (``fleet/warm.py``)."""
+    if warm is not None and not isinstance(warm, bool) and warm != "or_cold":
+        kind = ArgumentTypeError if not isinstance(warm, (bool, str)) else InvalidArgumentError
+        raise kind(
+            f"invalid warm={shown(warm)} for {where}: expected True (fork members from a warm"
+            " template, refused where forking is unsafe), 'or_cold' (fork, or start cold and"
+            " say why), False (start cold) or None (the run's --startup-guard-warm)"
+        )
+    if preload is None:
+        return
+    names = texts("preload", preload, where, meaning="module names to import once", empty=False)
+    for position, name in enumerate(names):
+        if not _MODULE_NAME.fullmatch(name):
+            raise InvalidArgumentError(
+                f"invalid preload[{position}]={name!r} for {where}: expected a module name to"
+                " import, such as 'transformers' or 'huggingface_hub.file_download'"
+            )
+    if warm is False:
+        raise InvalidArgumentError(
+            f"invalid warm=False with preload={shown(names)} for {where}: preload= forks the"
+            " members from a template that imported those modules; drop warm=False, or preload="
+        )
 
 
 def _ports(ports: object, count: int, where: str) -> None:
@@ -176,4 +208,4 @@ def _placeholders(argv: Sequence[str], where: str, count: int) -> None:
                 )
 
 
-__all__ = ["PLACEHOLDERS", "PROBES", "LaunchArguments", "check_launch"]
+__all__ = ["PLACEHOLDERS", "PROBES", "WARM_CHOICES", "LaunchArguments", "check_launch"]

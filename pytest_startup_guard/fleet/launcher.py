@@ -42,6 +42,8 @@ from pytest_startup_guard.fleet.ports import Lease, PortLeases
 from pytest_startup_guard.fleet.process_faults import ProcessFaults, split_faults
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.server import Server
+from pytest_startup_guard.fleet.warm import WarmStart, WarmTemplates, warm_choice
+from pytest_startup_guard.fleet.warm_process import ForkedProcess
 from pytest_startup_guard.fleet.workers import (
     leftover_kind,
     listening_pids,
@@ -211,8 +213,14 @@ class FleetLauncher:
         online_env: Mapping[str, str] | None = None,
         races: HubRace | None = None,
         barrier_timeout: float = 20.0,
+        warm_templates: WarmTemplates | None = None,
+        warm_default: str = "off",
     ) -> None:
         self.controller = controller
+        # Members forked from warm templates (``warm.py``): the session's, and the run's
+        # --startup-guard-warm for launches that give no warm=.
+        self.warm_templates = warm_templates
+        self.warm_default = warm_default
         # The loopback hub's env (``hub_remote.env``): a cache's own env is offline, so under
         # ``hub_remote`` the members get the remote's online settings over it.
         self.online_env = dict(online_env) if online_env is not None else None
@@ -240,9 +248,14 @@ class FleetLauncher:
         member_env: Sequence[Mapping[str, str]] = (),
         workers: int | None = None,
         native_accesses: bool = False,
+        warm: bool | str | None = None,
+        preload: Sequence[str] | None = None,
     ) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
         exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
+
+        ``warm=True`` / ``preload=[modules]``: fork the members from a warm template
+        (``warm.py``); ``warm="or_cold"``: or start them cold where that is unsafe.
 
         ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
         ``AssertionError`` here, unless it was made with ``allow_miss=True``. ``member_env``:
@@ -262,6 +275,8 @@ class FleetLauncher:
             cache=cache,
             workers=workers,
             native_accesses=native_accesses,
+            warm=warm,
+            preload=preload,
         )
         given_faults, given_lock_faults = split_lock_faults(faults)
         roots = self.races.roots if self.races is not None else None
@@ -284,7 +299,18 @@ class FleetLauncher:
             [lease.port if lease is not None else None for lease in leases]
         )
         plan = replace(plan, told=tuple(told))
+        try:
+            warm_start = self._warm_start(
+                plan, program, warm, preload, timeout, native_accesses, told[0]
+            )
+        except BaseException:
+            for lease in leases:
+                if lease is not None:
+                    lease.release()
+            raise
         fleet, folder = self._new_fleet(plan.label, count, timeout, port_faults)
+        if warm_start is not None:
+            fleet.start_lines.append(warm_start.line(count))
         fleet.workers_wanted = workers
         fleet.process_faults = ProcessFaults(given_process_faults)
         fleet.lock_faults = lock_faults
@@ -306,7 +332,7 @@ class FleetLauncher:
                 if lease is not None:
                     lease.release()
             raise
-        self._start_members(fleet, plan, folder, leases, told)
+        self._start_members(fleet, plan, folder, leases, told, warm_start)
         if plan.python:  # only a Python member reports in at the barrier
             self._await_arrivals(fleet)
         fleet.released_t = fleet.group.release()
@@ -340,6 +366,8 @@ class FleetLauncher:
         cache: FakeHubCache | None = None,
         workers: int | None = None,
         native_accesses: bool = False,
+        warm: bool | str | None = None,
+        preload: Sequence[str] | None = None,
     ) -> tuple[list[str], float]:
         """``argv`` as a list and the time-out in seconds, or a clear error naming the
         argument before anything starts (``launch_arguments.check_launch``)."""
@@ -356,8 +384,45 @@ class FleetLauncher:
             ports=ports,
             workers=workers,
             native_accesses=native_accesses,
+            warm=warm,
+            preload=preload,
         )
         return checked.argv, checked.timeout
+
+    def _warm_start(
+        self,
+        plan: _Plan,
+        program: str,
+        warm: bool | str | None,
+        preload: Sequence[str] | None,
+        timeout: float,
+        native_accesses: bool,
+        port: int | None,
+    ) -> WarmStart | None:
+        """How the members start (``warm.py``): None for cold starts as asked. A probe runs
+        member 0's command (it stops before it binds ``port``)."""
+        choice = warm_choice(warm, preload, self.warm_default)
+        if choice == "off":
+            return None
+        if self.warm_templates is None:
+            raise StartupGuardError("warm starts need the server_fleet fixture's templates")
+        watched = [str(self.folder), str(self.controller.folder)]
+        cache = self.default_cache
+        watched += [str(cache.root)] if cache is not None else []
+        if self.races is not None:
+            watched += [str(root) for root in self.races.roots.roots().values()]
+        return self.warm_templates.for_launch(
+            choice,
+            plan.label,
+            plan.command(0, port),
+            program,
+            plan.env,
+            str(plan.cwd if plan.cwd is not None else Path.cwd()),
+            preload,
+            watch=watched,
+            timeout=timeout,
+            native_accesses=native_accesses,
+        )
 
     def _native_preload(self, env: Mapping[str, str]) -> dict[str, str]:
         """``LD_PRELOAD`` of the native interposer, built once per run into the run's temp
@@ -420,12 +485,13 @@ class FleetLauncher:
         folder: Path,
         leases: list[Lease | None],
         told: list[int | None],
+        warm_start: WarmStart | None = None,
     ) -> None:
         """Start one member per lease, each told its port; if any start fails, stop those
         already started."""
         try:
             for index, lease in enumerate(leases):
-                self._start_member(fleet, plan, folder, index, lease, told[index])
+                self._start_member(fleet, plan, folder, index, lease, told[index], warm_start)
         except BaseException:
             self.reaper.add_all(fleet.pids())
             fleet.stop()
@@ -444,26 +510,37 @@ class FleetLauncher:
         index: int,
         lease: Lease | None,
         port: int | None,
+        warm_start: WarmStart | None = None,
     ) -> None:
         """Start member ``index`` (held at the start barrier if it runs Python) into the fleet."""
         command = plan.command(index, port)
         output_path = folder / f"server-{index}.log"
         handle = open(output_path, "wb")  # noqa: SIM115 - closed when the fleet stops
-        process = subprocess.Popen(
-            command,
-            env={
-                **plan.env,
-                **(plan.member_env[index] if plan.member_env else {}),
-                **fleet.group.member_env(index),
-                # Last: the fleet's marker, which its stop (and the reaper) ends by.
-                **fleet.marker_env,
-            },
-            cwd=plan.cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # a process group per member: trees end together
-        )
+        env = {
+            **plan.env,
+            **(plan.member_env[index] if plan.member_env else {}),
+            **fleet.group.member_env(index),
+            # Last: the fleet's marker, which its stop (and the reaper) ends by.
+            **fleet.marker_env,
+        }
+        process: subprocess.Popen[bytes] | ForkedProcess
+        if warm_start is not None and warm_start.template is not None:
+            try:
+                cwd = str(plan.cwd if plan.cwd is not None else Path.cwd())
+                process = warm_start.fork(command, env, cwd, output_path)
+            except BaseException:
+                handle.close()
+                raise
+        else:
+            process = subprocess.Popen(
+                command,
+                env=env,
+                cwd=plan.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a process group per member: trees end together
+            )
         server = Server(
             index,
             process.pid,

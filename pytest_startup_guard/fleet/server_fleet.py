@@ -30,6 +30,7 @@ from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import RuntimeController
 
 if TYPE_CHECKING:
+    from pytest_startup_guard.fleet.warm import WarmTemplates
     from pytest_startup_guard.fleet.writer_exploration import WriterExploration, WriterSettings
 
 
@@ -50,6 +51,8 @@ class ServerFleet:
         hub_race: HubRace | None = None,
         explore_settings: ExploreSettings | None = None,
         barrier_timeout: float = 20.0,
+        warm_templates: WarmTemplates | None = None,
+        warm_default: str = "off",
     ) -> None:
         self.launcher = FleetLauncher(
             controller,
@@ -61,6 +64,8 @@ class ServerFleet:
             online_env=online_env,
             races=hub_race,
             barrier_timeout=barrier_timeout,
+            warm_templates=warm_templates,
+            warm_default=warm_default,
         )
         self.hub_race = hub_race  # arms each explored point
         self.explore_settings = (
@@ -112,9 +117,18 @@ class ServerFleet:
         faults: Sequence[Fault] | Fault | None = None,
         workers: int | None = None,
         native_accesses: bool = False,
+        warm: bool | str | None = None,
+        preload: Sequence[str] | None = None,
     ) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
         exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
+
+        ``preload=["transformers", ...]``: fork the members from a warm template that imported
+        those modules once (one per distinct command and environment, kept for the session);
+        ``warm=True`` without ``preload=`` finds them by a probe run of the start-up, up to its
+        first cache access. Where forking is unsafe (threads, a GPU context, a shared socket or
+        lock, not a Python program) the launch is refused, or with ``warm="or_cold"`` starts
+        cold and the fleet summary says why. ``warm=None``: the run's ``--startup-guard-warm``.
 
         ``native_accesses=True``: every process of the fleet also reports the file calls made
         in native code (C, C++, Rust: ``open``, ``fopen``, ``rename``, ``mkdir``, ``unlink``,
@@ -177,6 +191,8 @@ class ServerFleet:
             faults=faults,
             workers=workers,
             native_accesses=native_accesses,
+            warm=warm,
+            preload=preload,
         )
 
     def explore(
@@ -195,6 +211,7 @@ class ServerFleet:
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         cwd: str | os.PathLike[str] | None = None,
+        prune: bool = True,
     ) -> Exploration:
         """Race ``filename`` of ``repo`` at every access point of the fleet's start-up, one point
         per run, and return how each run fared (``.assert_all_survived()``).
@@ -205,7 +222,12 @@ class ServerFleet:
         members explores ``count`` points at once (the first launch's member 0 runs clean and
         finds the points); ``mode="sequential"`` launches the whole fleet on the one cache once
         clean and then once per point, for members that must share it. ``points=[...]`` (or
-        ``--startup-guard-explore-point=N``) explores only those."""
+        ``--startup-guard-explore-point=N``) explores only those.
+
+        ``prune=True`` (the default) runs one point of each group of points that can only end
+        the same way (``races/point_groups.py``: their windows meet the same access of what the
+        race changes, or a repeat of it by the same code, or nothing it changes) and reports
+        the others as covered by it; ``prune=False`` runs every point."""
         __tracebackhide__ = True
         checked = check_launch(
             "server_fleet.explore()",
@@ -219,7 +241,14 @@ class ServerFleet:
         )
         explored = ExploredFleet(checked.argv, count, ready, env, timeout, cwd)
         exploration = self._explorer(explored).run(
-            race, repo, filename, points=points, mode=mode, hold=hold, revision=revision
+            race,
+            repo,
+            filename,
+            points=points,
+            mode=mode,
+            hold=hold,
+            revision=revision,
+            prune=prune,
         )
         self.explorations.append(exploration)
         return exploration

@@ -75,6 +75,17 @@ def parse_bool(text: str) -> bool:
     raise ValueError("expected true or false (also 1/0, yes/no, on/off)")
 
 
+WARM_CHOICES = ("off", "on", "or_cold")
+
+
+def parse_warm(text: str) -> str:
+    """``--startup-guard-warm``: off, on (warm=True where a launch gives no warm=) or or_cold."""
+    value = text.strip().lower()
+    if value not in WARM_CHOICES:
+        raise ValueError(f"expected one of {', '.join(WARM_CHOICES)}")
+    return value
+
+
 def parse_path(text: str) -> str:
     value = text.strip()
     if not value:
@@ -184,12 +195,29 @@ OPTIONS: tuple[Option, ...] = (
         per_target=False,
     ),
     Option(
+        "explore_all",
+        "explore every access point in server_fleet.explore() and explore=True cases, not one"
+        " point of each group of points that can only end the same way",
+        parse_bool,
+        False,
+        per_target=False,
+    ),
+    Option(
         "writer_pair",
         "run only the pair STEP:POINT in server_fleet.explore_writer(): the writer held after"
         " its step STEP, the readers at their point POINT (the replay of one failing pair)",
         parse_pair,
         None,
         metavar="STEP:POINT",
+        per_target=False,
+    ),
+    Option(
+        "warm",
+        "fork server_fleet members from warm templates where a launch gives no warm=: off,"
+        " on (refused where forking is unsafe) or or_cold (start those cold, and say why)",
+        parse_warm,
+        "off",
+        metavar="{off,on,or_cold}",
         per_target=False,
     ),
     Option(

@@ -57,6 +57,16 @@ class GuardSession:
         return self._optional("explore_point", int)
 
     @property
+    def explore_all(self) -> bool:
+        """``explore_all``: explore every access point, not one per group of equivalent ones."""
+        return self._setting("explore_all", bool)
+
+    @property
+    def warm(self) -> str:
+        """``warm``: ``off``, ``on`` or ``or_cold``, for launches that give no ``warm=``."""
+        return self._setting("warm", str)
+
+    @property
     def strict_reruns(self) -> bool:
         """``strict_reruns``: fail the run when a start-up test passed only on a rerun."""
         return self._setting("strict_reruns", bool)

@@ -1,0 +1,505 @@
+"""The warm template: one Python process that imports a server's stack once and forks members.
+
+Run as ``python [FLAGS] -m pytest_startup_guard.fleet.warm_template`` by ``fleet/warm.py``, in
+two modes:
+
+- ``--probe SPEC``: run the member's program (``SPEC``, a JSON file) up to just before its first
+  access under the watched folders (the cache, the plugin's folders), its first socket bind or
+  connect, fork, exec, thread start or sleep, whichever comes first; write the names in
+  ``sys.modules`` at that moment (in import order) to the spec's ``result`` file, and exit.
+- ``--serve REQUESTS REPLIES``: import the modules named on the command line (one that fails is
+  skipped), check that forking is safe (``unsafe_to_fork``: threads, a GPU context, sockets,
+  locks), reply ``ready {...}`` or ``refuse {...}`` on the ``REPLIES`` descriptor, then read
+  ``fork {...}`` lines on ``REQUESTS``: fork a member per line, reply ``pid PID`` once the member
+  leads its own session (or ``error MESSAGE``), and ``exit PID CODE`` once it ended. The loop is
+  single-threaded: a SIGCHLD wakes its ``select`` and ``waitpid(-1, WNOHANG)`` reaps.
+
+A forked member becomes what a cold start of its command would be (``_become_member``): its own
+session, standard input ``/dev/null``, output to its own file, its working folder, the member's
+whole environment in ``os.environ`` and the libraries' cache constants pointed at it
+(``cache.env.repoint_libraries``), ``sys.argv`` and ``sys.path[0]`` as the interpreter sets them;
+then the child runtime boots as the ``.pth`` line would and the program runs (``run_program``),
+ending as the interpreter ends one (``_end_as_interpreter``).
+
+Standard library only before a member is forked, but ``cache.env`` (its constants rewriting) and
+the child runtime, imported up front so that no member imports them again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+import types
+from typing import Any
+
+# Up front: what every member needs, imported once (the child runtime boots from it).
+import pytest_startup_guard.runtime.child  # noqa: F401
+from pytest_startup_guard.cache.env import repoint_libraries
+
+PLAN_ENV = "STARTUP_GUARD_PLAN"  # as runtime.protocol names it: the .pth line looks for it
+# Audit events the probe stops before: a process, a thread, the network.
+STOP_EVENTS = frozenset(
+    {
+        "socket.bind",
+        "socket.connect",
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "subprocess.Popen",
+        "_thread.start_new_thread",
+        "time.sleep",  # Python 3.12+ (``_stop_at_sleep`` before that)
+    }
+)
+# Audit events whose first argument is a path: the probe stops before one under a watched folder.
+PATH_EVENTS = frozenset(
+    {
+        "open",
+        "os.listdir",
+        "os.scandir",
+        "os.rename",
+        "os.mkdir",
+        "os.rmdir",
+        "os.remove",
+        "os.symlink",
+        "os.link",
+        "os.truncate",
+        "os.chmod",
+        "os.utime",
+        "fcntl.flock",
+        "fcntl.lockf",
+    }
+)
+GPU_MAPS = ("libcuda", "libamdhip64", "/dev/nvidia", "/dev/kfd")
+
+
+# -- the program, as the interpreter would run it ----------------------------------------------
+
+
+def path0(kind: str, target: str, cwd: str) -> str:
+    """``sys.path[0]`` as a cold start sets it: the script's real folder, the working folder for
+    ``-m``, ``''`` for ``-c``."""
+    if kind == "script":
+        return os.path.dirname(os.path.realpath(os.path.join(cwd, target)))
+    return cwd if kind == "m" else ""
+
+
+def run_program(kind: str, target: str, args: list[str]) -> None:
+    """Run ``-c CODE``, ``-m MODULE`` or a script as ``__main__``, ``sys.argv`` set."""
+    import runpy
+
+    if kind == "c":
+        sys.argv = ["-c", *args]
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = __builtins__
+        sys.modules["__main__"] = main
+        exec(compile(target, "<string>", "exec"), main.__dict__)
+    elif kind == "m":
+        sys.argv = ["-m", *args]  # run_module puts the module's file in sys.argv[0]
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = [target, *args]
+        runpy.run_path(target, run_name="__main__")
+
+
+def _end_as_interpreter(error: BaseException | None) -> int:
+    """The exit status and the output of an interpreter ending with ``error`` (None: the
+    program returned): SystemExit's code, or the traceback and 1; then non-daemon threads are
+    joined and the exit handlers run (the child runtime says bye from one), as at a real exit."""
+    code = 0
+    if isinstance(error, SystemExit):
+        status = error.code
+        if status is None:
+            code = 0
+        elif isinstance(status, int):
+            code = status & 0xFF
+        else:
+            print(status, file=sys.stderr)
+            code = 1
+    elif error is not None:
+        tb = error.__traceback__
+        own = {__file__, getattr(sys.modules.get("runpy"), "__file__", None)}
+        while tb is not None and tb.tb_frame.f_code.co_filename in own:
+            tb = tb.tb_next  # the template's and runpy's frames: a cold traceback has none
+        # The event the interpreter raises before it prints an uncaught exception (the child
+        # runtime notes the cause from it), then the hook itself.
+        sys.audit("sys.excepthook", sys.excepthook, type(error), error, tb)
+        sys.excepthook(type(error), error, tb)
+        code = 1
+    threading = sys.modules.get("threading")
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        try:
+            shutdown()
+        except BaseException:
+            pass
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    return code
+
+
+# -- the probe -------------------------------------------------------------------------------
+
+
+def probe(spec_path: str) -> int:
+    with open(spec_path) as handle:
+        spec = json.load(handle)
+    prefixes = tuple(str(prefix).rstrip("/") + "/" for prefix in spec["watch"])
+    folders = {prefix[:-1] for prefix in prefixes}
+    result_path = spec["result"]
+    before = set(sys.modules)
+    stopping = [False]
+
+    def stop(why: str) -> None:
+        stopping[0] = True
+        modules = [name for name in list(sys.modules) if name not in before and name != "__main__"]
+        data = json.dumps({"modules": modules, "stopped": why}).encode()
+        descriptor = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(descriptor, data)
+        os.close(descriptor)
+        os._exit(0)
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if stopping[0]:
+            return
+        if event in STOP_EVENTS:
+            stop(event)
+        elif event in PATH_EVENTS and args:
+            path = args[0]
+            if isinstance(path, (str, bytes, os.PathLike)):
+                text = os.fsdecode(path)
+                if not text.startswith("/"):
+                    text = os.path.join(os.getcwd(), text)
+                if text.startswith(prefixes) or text in folders:
+                    stop(f"{event} {text}")
+
+    sys.path[0] = path0(spec["kind"], spec["target"], os.getcwd())
+    sys.addaudithook(hook)
+    _stop_at_sleep(stop)
+    try:
+        run_program(spec["kind"], spec["target"], spec["args"])
+    except BaseException as error:  # the program ended before any stop: all it imported
+        stop(f"the program ended ({type(error).__name__})")
+    stop("the program ended")
+    return 0
+
+
+def _stop_at_sleep(stop: Any) -> None:
+    """A start-up that sleeps waits (a server idling, a retry's back-off): its imports are
+    done. Python 3.12 raises ``time.sleep`` as an audit event; before, the probe wraps it."""
+    if sys.version_info >= (3, 12):
+        return
+    original = time.sleep
+
+    def sleep(seconds: Any) -> None:
+        stop("time.sleep")
+        original(seconds)
+
+    time.sleep = sleep
+
+
+# -- the template ----------------------------------------------------------------------------
+
+
+def preload(names: list[str]) -> tuple[list[str], list[str]]:
+    """Import each module; those that failed, with their error."""
+    import importlib
+
+    imported, skipped = [], []
+    for name in names:
+        try:
+            importlib.import_module(name)
+            imported.append(name)
+        except BaseException as error:  # a module that fails to import is skipped
+            skipped.append(f"{name} ({type(error).__name__}: {error})")
+    return imported, skipped
+
+
+def unsafe_to_fork(own_fds: set[int]) -> list[str]:
+    """Why a fork of this process would not be a clean start, one cause per line: threads
+    besides this one, a GPU context, sockets and locks its forks would share."""
+    causes = []
+    try:
+        tasks = len(os.listdir("/proc/self/task"))
+    except OSError:
+        tasks = 1
+    threading = sys.modules.get("threading")
+    names = []
+    if threading is not None:
+        names = [
+            f"{thread.name!r}{' (daemon)' if thread.daemon else ''}"
+            for thread in threading.enumerate()
+            if thread is not threading.main_thread()
+        ]
+    pool = _openblas_pool()
+    tasks -= pool  # OpenBLAS ends its pool before a fork (pthread_atfork) and starts it after
+    if tasks > 1 or names:
+        native = max(0, tasks - 1 - len(names))
+        causes.append(
+            f"{tasks - 1 or len(names)} thread(s) besides the main thread are alive after the"
+            f" imports: {', '.join(names) or 'none with a Python name'}"
+            + (f"; {native} native thread(s) (/proc/self/task)" if native else "")
+        )
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            causes.append("a CUDA/ROCm context: torch.cuda.is_initialized() is True")
+    except Exception:
+        pass
+    try:
+        with open("/proc/self/maps") as handle:
+            mapped = {line.split()[-1] for line in handle if "/" in line}
+        gpu = sorted(path for path in mapped if any(mark in path for mark in GPU_MAPS))
+        if gpu:
+            causes.append(f"a CUDA/ROCm context: {', '.join(gpu[:3])} mapped")
+    except OSError:
+        pass
+    sockets = _sockets(own_fds)
+    if sockets:
+        causes.append(f"open socket(s) every fork would share: {'; '.join(sockets)}")
+    locks = _locks()
+    if locks:
+        causes.append(f"held lock(s) every fork would share: {'; '.join(locks)}")
+    return causes
+
+
+OPENBLAS_THREADS = (
+    "openblas_get_num_threads",
+    "openblas_get_num_threads64_",
+    "scipy_openblas_get_num_threads64_",
+    "scipy_openblas_get_num_threads",
+)
+
+
+def _openblas_pool() -> int:
+    """The threads of OpenBLAS's pool (numpy's BLAS: its size less the calling thread), which
+    are fork-safe: OpenBLAS shuts them down before a fork and starts them again after it."""
+    try:
+        with open("/proc/self/maps") as handle:
+            libraries = {line.split()[-1] for line in handle if "openblas" in line}
+    except OSError:
+        return 0
+    if not libraries:
+        return 0
+    import ctypes
+
+    pool = 0
+    for library in libraries:
+        try:
+            loaded = ctypes.CDLL(library)
+        except OSError:
+            continue
+        for name in OPENBLAS_THREADS:
+            count = getattr(loaded, name, None)
+            if count is not None:
+                pool += max(0, int(count()) - 1)
+                break
+    return pool
+
+
+def _sockets(own_fds: set[int]) -> list[str]:
+    found: list[str] = []
+    try:
+        descriptors = os.listdir("/proc/self/fd")
+    except OSError:
+        return found
+    inodes = _socket_addresses()
+    for name in descriptors:
+        if not name.isdigit() or int(name) in own_fds:
+            continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inode = target[len("socket:[") : -1]
+            found.append(f"fd {name} {inodes.get(inode, target)}")
+    return found
+
+
+def _socket_addresses() -> dict[str, str]:
+    """Socket inode -> "tcp 127.0.0.1:8000 (listening)" from /proc/self/net."""
+    addresses = {}
+    for kind in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            with open(f"/proc/self/net/{kind}") as handle:
+                lines = handle.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10:
+                continue
+            host, _, port = fields[1].rpartition(":")
+            state = " (listening)" if fields[3] == "0A" and kind.startswith("tcp") else ""
+            where = _host(host) + f":{int(port, 16)}"
+            addresses[fields[9]] = f"{kind} {where}{state}"
+    return addresses
+
+
+def _host(hexadecimal: str) -> str:
+    if len(hexadecimal) == 8:
+        return ".".join(str(int(hexadecimal[i : i + 2], 16)) for i in (6, 4, 2, 0))
+    return f"[{hexadecimal}]"
+
+
+def _locks() -> list[str]:
+    pid = str(os.getpid())
+    try:
+        with open("/proc/locks") as handle:
+            lines = handle.readlines()
+    except OSError:
+        return []
+    held = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[4] == pid:
+            held.append(f"{fields[1]} {fields[3]} lock on inode {fields[5]}")
+    return held
+
+
+class _Template:
+    def __init__(self, requests: int, replies: int) -> None:
+        self.requests = requests
+        self.replies = replies
+        self.buffer = b""
+        self.wake_read, self.wake_write = os.pipe()
+        os.set_blocking(self.wake_write, False)
+        os.set_blocking(self.wake_read, False)
+
+    def say(self, line: str) -> None:
+        os.write(self.replies, (line + "\n").encode())
+
+    def serve(self, modules: list[str]) -> int:
+        started = time.monotonic()
+        imported, skipped = preload(modules)
+        own = {0, 1, 2, self.requests, self.replies, self.wake_read, self.wake_write}
+        causes = unsafe_to_fork(own)
+        details = {
+            "imported": imported,
+            "skipped": skipped,
+            "seconds": time.monotonic() - started,
+            "modules": len(sys.modules),
+        }
+        if causes:
+            self.say("refuse " + json.dumps({**details, "causes": causes}))
+            return 0
+        signal.set_wakeup_fd(self.wake_write)
+        signal.signal(signal.SIGCHLD, lambda number, frame: None)
+        self.say("ready " + json.dumps(details))
+        while True:
+            readable, _, _ = select.select([self.requests, self.wake_read], [], [])
+            if self.wake_read in readable:
+                try:
+                    os.read(self.wake_read, 512)
+                except BlockingIOError:
+                    pass
+            self.reap()
+            if self.requests in readable:
+                chunk = os.read(self.requests, 65536)
+                if not chunk:
+                    return 0  # pytest closed its end: the session is over
+                self.buffer += chunk
+                while b"\n" in self.buffer:
+                    line, self.buffer = self.buffer.split(b"\n", 1)
+                    self.handle(line.decode())
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.say(f"exit {pid} {os.waitstatus_to_exitcode(status)}")
+
+    def handle(self, line: str) -> None:
+        command, _, rest = line.partition(" ")
+        if command != "fork":
+            self.say(f"error unknown request {command!r}")
+            return
+        request = json.loads(rest)
+        causes = unsafe_to_fork({0, 1, 2, self.requests, self.replies})
+        if causes:
+            self.say("error " + json.dumps("; ".join(causes)))
+            return
+        ready_read, ready_write = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.close(ready_read)
+            self._become_member(request, ready_write)
+        os.close(ready_write)
+        os.read(ready_read, 1)  # the member leads its own session now (or has died)
+        os.close(ready_read)
+        self.say(f"pid {pid}")
+
+    def _become_member(self, request: dict[str, Any], ready: int) -> None:
+        code = 1
+        try:
+            os.setsid()
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for descriptor in (self.requests, self.replies, self.wake_read, self.wake_write):
+                os.close(descriptor)
+            null = os.open(os.devnull, os.O_RDONLY)
+            output = os.open(request["output"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.dup2(null, 0)
+            os.dup2(output, 1)
+            os.dup2(output, 2)
+            os.close(null)
+            os.close(output)
+            os.write(ready, b"x")
+            os.close(ready)
+            cwd = request["cwd"]
+            os.chdir(cwd)
+            template_env = dict(os.environ)
+            os.environ.clear()
+            os.environ.update(request["env"])
+            repoint_libraries(template_env, request["env"])
+            sys.orig_argv = list(request["orig_argv"])
+            sys.path[0] = path0(request["kind"], request["target"], cwd)
+            if PLAN_ENV in os.environ:  # what the .pth line does at a cold start
+                __import__("pytest_startup_guard.runtime.boot")
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            os._exit(1)
+        error: BaseException | None = None
+        try:
+            run_program(request["kind"], request["target"], request["args"])
+        except BaseException as raised:  # ended as the interpreter would end it
+            error = raised
+        try:
+            code = _end_as_interpreter(error)
+        finally:
+            os._exit(code)
+
+
+def main(arguments: list[str]) -> int:
+    if arguments[:1] == ["--probe"]:
+        return probe(arguments[1])
+    if arguments[:1] == ["--serve"]:
+        template = _Template(int(arguments[1]), int(arguments[2]))
+        return template.serve(arguments[3:])
+    print("usage: warm_template --probe SPEC | --serve REQUESTS REPLIES MODULE...", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
