@@ -154,3 +154,37 @@ def test_the_examples_explorations_end_alike_pruned_and_full(tmp_path: Path) -> 
         results[name] = _caught(junit)
     assert len(results["full"]) == 4
     assert results["pruned"] == results["full"]
+
+
+WARM_EXPLORE = """
+import sys
+from pytest_startup_guard import ready
+
+PARTS = {f"part-{i}.json": {"index": i} for i in range(6)}
+
+def test_warm(hub_cache, server_fleet):
+    repo = hub_cache.add_model("acme/tiny", {"config.json": {"model_type": "gpt2"}, **PARTS})
+    argv = [sys.executable, "many_calls.py", "{port}", "6"]
+    runs = {}
+    for warm in (False, True):
+        runs[warm] = server_fleet.explore(
+            argv, "pointer_swap", repo, "part-5.json", count=4, ready=ready.http("/"),
+            hold=0.05, warm=warm, preload=["huggingface_hub"] if warm else None,
+        )
+        print(runs[warm])
+    assert [(p.point, p.outcome, p.covered_by) for p in runs[True].points] == [
+        (p.point, p.outcome, p.covered_by) for p in runs[False].points
+    ]
+    assert runs[True].failed
+    forked = [fleet for fleet in server_fleet.fleets if "forked from warm" in fleet.summary()]
+    assert len(forked) == runs[True].launches
+"""
+
+
+def test_an_exploration_of_warm_members_ends_as_a_cold_one(guard_pytester: pytest.Pytester) -> None:
+    """``explore(..., warm=True, preload=[...])`` forks every launch's members from a template;
+    the clean member still reports the code of its accesses (the points group the same way),
+    and every point ends as in the cold exploration."""
+    guard_pytester.makepyfile(many_calls=MANY_CALLS, test_warm=WARM_EXPLORE)
+    result = guard_pytester.runpytest_subprocess("-p", "startup_guard", "-s")
+    result.assert_outcomes(passed=1)

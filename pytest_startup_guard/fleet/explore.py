@@ -100,6 +100,8 @@ class ExploredFleet:
     env: Mapping[str, str] | None = None
     timeout: float | None = None
     cwd: str | os.PathLike[str] | None = None
+    warm: bool | str | None = None  # as launch takes them: members forked from a template
+    preload: Sequence[str] | None = None
 
 
 @dataclass
@@ -440,6 +442,8 @@ class Explorer:
             timeout=fleet.timeout,
             cwd=fleet.cwd,
             member_env=member_env,
+            warm=fleet.warm,
+            preload=fleet.preload,
         )
 
     def _watch(self, race: Race, target: Target) -> None:

@@ -160,6 +160,8 @@ class ServerFleet:
                 ports=ports,
                 workers=workers,
                 native_accesses=native_accesses,
+                warm=warm,
+                preload=preload,
             )
             if native_accesses:
                 raise StartupGuardError(
@@ -171,7 +173,9 @@ class ServerFleet:
                     "an explore=True case explores at its first server_fleet.launch(); launch"
                     " once, then startup_case.check(fleet)"
                 )
-            explorer = self._explorer(ExploredFleet(checked.argv, count, ready, env, timeout, cwd))
+            explorer = self._explorer(
+                ExploredFleet(checked.argv, count, ready, env, timeout, cwd, warm, preload)
+            )
             exploration = explorer.run(
                 request.race, request.repo, request.filename, mode=request.mode
             )
@@ -212,6 +216,8 @@ class ServerFleet:
         timeout: float | None = None,
         cwd: str | os.PathLike[str] | None = None,
         prune: bool = True,
+        warm: bool | str | None = None,
+        preload: Sequence[str] | None = None,
     ) -> Exploration:
         """Race ``filename`` of ``repo`` at every access point of the fleet's start-up, one point
         per run, and return how each run fared (``.assert_all_survived()``).
@@ -227,7 +233,8 @@ class ServerFleet:
         ``prune=True`` (the default) runs one point of each group of points that can only end
         the same way (``races/point_groups.py``: their windows meet the same access of what the
         race changes, or a repeat of it by the same code, or nothing it changes) and reports
-        the others as covered by it; ``prune=False`` runs every point."""
+        the others as covered by it; ``prune=False`` runs every point. ``warm=`` and
+        ``preload=``: as ``launch`` takes them, for every launch of the exploration."""
         __tracebackhide__ = True
         checked = check_launch(
             "server_fleet.explore()",
@@ -238,8 +245,10 @@ class ServerFleet:
             default_timeout=self.launcher.default_timeout,
             env=env,
             cwd=cwd,
+            warm=warm,
+            preload=preload,
         )
-        explored = ExploredFleet(checked.argv, count, ready, env, timeout, cwd)
+        explored = ExploredFleet(checked.argv, count, ready, env, timeout, cwd, warm, preload)
         exploration = self._explorer(explored).run(
             race,
             repo,
