@@ -302,3 +302,35 @@ def test_a_template_command_names_its_modules(warm_pytester: pytest.Pytester) ->
     )
     warm_pytester.runpytest_subprocess("-p", "startup_guard").assert_outcomes(passed=1)
     assert_none_alive(recorded_pids(warm_pytester))
+
+
+def test_a_setting_a_library_reads_at_import_gets_a_template_of_its_own(
+    warm_pytester: pytest.Pytester,
+) -> None:
+    """``HF_HUB_ETAG_TIMEOUT`` is read by huggingface_hub once, at import: members launched
+    with different values are forked from different templates, and each sees its own value, as
+    a cold start would; the same value shares one template."""
+    warm_pytester.makepyfile(
+        """
+        from common import *
+
+        SERVER = [sys.executable, "-c",
+                  "import time; from huggingface_hub import constants;"
+                  " print('timeout', constants.HF_HUB_ETAG_TIMEOUT, flush=True); time.sleep(60)"]
+
+        def test_settings(hub_cache, server_fleet):
+            templates = {}
+            for value in ("7", "9", "7"):
+                fleet = server_fleet.launch(
+                    SERVER, ready=ready.log("^timeout"), env={"HF_HUB_ETAG_TIMEOUT": value},
+                    preload=["huggingface_hub"],
+                )
+                fleet.assert_all_ready()
+                assert f"timeout {value}" in fleet.servers[0].output
+                templates.setdefault(value, set()).add(template_pid(fleet))
+                fleet.stop()
+            assert len(templates["7"]) == 1 and templates["7"] != templates["9"]
+        """
+    )
+    result = warm_pytester.runpytest_subprocess("-p", "startup_guard", timeout=240)
+    result.assert_outcomes(passed=1)

@@ -45,10 +45,36 @@ MODULE = "pytest_startup_guard.fleet.warm_template"
 # (-S, -I, -E, -P, -i, ...) changes what a cold start would do in ways a fork cannot copy.
 FLAGS_WITHOUT_VALUE = ("-u", "-B", "-O", "-OO", "-b", "-bb", "-q", "-d", "-v")
 FLAGS_WITH_VALUE = ("-W", "-X")
-# Variables the plugin sets per test or per member: not part of a template's key.
-PER_TEST_PREFIXES = ("STARTUP_GUARD_", "HF_", "HUGGING", "TRANSFORMERS_")
+# Variables that differ from test to test and member to member (the test's cache, the loopback
+# hub's address, online or offline, the plugin's own) and that a forked member either has its
+# libraries re-pointed for (``cache.env.repoint_libraries``: paths under the cache, the offline
+# and telemetry flags, the endpoint) or that no library reads at import: not part of a
+# template's key. Every other variable is (``HF_HUB_DISABLE_XET``, ``HF_HUB_ETAG_TIMEOUT``, a
+# user's own): the template imports with it, and members that differ in one get different
+# templates, as their imports would differ cold.
+PER_TEST_PREFIXES = ("STARTUP_GUARD_",)
 PER_TEST_NAMES = frozenset(
-    {"DISABLE_TELEMETRY", "DO_NOT_TRACK", "NO_PROXY", "no_proxy", "PYTEST_CURRENT_TEST"}
+    {
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
+        "HF_ASSETS_CACHE",
+        "HF_XET_CACHE",
+        "HF_MODULES_CACHE",
+        "HF_DATASETS_CACHE",
+        "HF_ENDPOINT",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "HF_HUB_DISABLE_TELEMETRY",
+        "HF_HUB_DISABLE_UPDATE_CHECK",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN",
+        "DISABLE_TELEMETRY",
+        "DO_NOT_TRACK",
+        "NO_PROXY",
+        "no_proxy",
+        "PYTEST_CURRENT_TEST",
+    }
 )
 SHOWN_MODULES = 4  # preloaded modules a template's label names
 READY_SECONDS = 300.0  # the longest a template's imports may take
