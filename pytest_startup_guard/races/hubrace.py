@@ -358,18 +358,27 @@ class HubRace:
                 self._wake.wait(timeout)
 
     def _sync_chaos(self) -> None:
-        """Chaos windows are logged by the refresher; hits are the accesses inside them."""
+        """Chaos windows are logged by the refresher; hits are the accesses that met one: a
+        process reports an access and waits for the controller's answer before its operation
+        runs, so an access met a window that was open at any moment from its report to that
+        answer (a window the refresher opened during the round trip included)."""
         for armed in self.armed:
             if armed.refresher is None:
                 continue
             windows = armed.refresher.windows()
             with self.controller.lock:
+                accesses = [
+                    a
+                    for a in self.controller.accesses
+                    if armed.watches(a.path) and armed.race.is_hit(armed.target, a.path)
+                ]
+            spans = [(a, self.controller.answered_at(a)) for a in accesses]
+            with self.controller.lock:
                 armed.windows = windows
                 armed.hits = [
                     Hit(a.pid, a.member, a.op, a.path, a.t, index)
-                    for a in self.controller.accesses
-                    if armed.watches(a.path) and armed.race.is_hit(armed.target, a.path)
-                    for index in _window_at(windows, a.t)
+                    for a, answered in spans
+                    for index in _window_over(windows, a.t, answered)
                 ]
 
     # -- the end -------------------------------------------------------------------------
@@ -505,9 +514,11 @@ def _first_line(error: Exception) -> str:
     return f"{type(error).__name__}: {message.splitlines()[0] if message else ''}"
 
 
-def _window_at(windows: list[Window], t: float) -> list[int]:
-    """The index of the window open at ``t`` (as a list: none, or one)."""
+def _window_over(windows: list[Window], start: float, end: float) -> list[int]:
+    """The index of the first window open at some moment from ``start`` to ``end`` (as a list:
+    none, or one)."""
     for index, window in enumerate(windows):
-        if window.opened_t <= t <= (window.closed_t if window.closed_t is not None else t):
+        closed = window.closed_t if window.closed_t is not None else end
+        if window.opened_t <= end and start <= closed:
             return [index]
     return []

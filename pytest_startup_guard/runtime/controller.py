@@ -368,6 +368,10 @@ class RuntimeController:
         self.processes: dict[int, ProcessRecord] = {}
         self.history: list[ProcessRecord] = []  # every hello, also of pids seen twice (exec)
         self.accesses: list[AccessEvent] = []
+        # When each access of ``accesses`` (by id: it stays in that list) was answered to go on:
+        # its operation ran after that, not at ``t``, when it was reported (``answered_at``).
+        self._answered: dict[int, float] = {}
+        self._asking: dict[int, AccessEvent] = {}  # pid -> its access waiting to go on
         self.binds: list[AccessEvent] = []  # socket.bind events, once report_binds() was called
         self.probes: list[ProbeEvent] = []  # probes' closes, once report_probes() was called
         self._report_probes = False
@@ -817,6 +821,11 @@ class RuntimeController:
             connection.sock.sendall(_encode_answer(answer))
             with self._lock:  # the process was held from its access until this reply
                 now = time.monotonic()
+                asked = self._asking.pop(event.pid, event) if event.again else event
+                if answer is not None and answer.wait:
+                    self._asking[event.pid] = asked
+                else:
+                    self._answered[id(asked)] = now
                 # Asked again after a "wait": held since that answer, its sleep included.
                 since = self._waiting_since.pop(event.pid, None) if event.again else None
                 waited = max(0.0, now - (event.t if since is None else min(since, event.t)))
@@ -947,6 +956,13 @@ class RuntimeController:
         with self._lock:
             record = self.processes.get(pid)
             return record.member if record is not None else None
+
+    def answered_at(self, access: AccessEvent) -> float:
+        """When ``access`` (one of ``accesses``) was told to go on: its operation ran then,
+        after the report at ``access.t`` and the controller's round trip; ``access.t`` where
+        nothing was recorded (the test process's own accesses go on at once)."""
+        with self._lock:
+            return self._answered.get(id(access), access.t)
 
     def _dispatch(self, event: AccessEvent) -> AccessAnswer | None:
         """Tell every listener; the answer for the process: the first errno any of them asked
