@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
+from survivors import assert_none_alive, recorded_pids
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_SERVER = ROOT / "examples" / "servers" / "config_server.py"
@@ -47,25 +47,6 @@ def fleet_pytester(
     guard_pytester.makepyfile(common=COMMON)
     guard_pytester.syspathinsert()
     return guard_pytester
-
-
-def recorded_pids(pytester: pytest.Pytester) -> set[int]:
-    path = pytester.path / "fleet-pids.txt"
-    return {int(line) for line in path.read_text().split()} if path.exists() else set()
-
-
-def assert_none_alive(pids: set[int], within: float = 15.0) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        alive = [
-            pid
-            for pid in pids
-            if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        ]
-        if not alive or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert not alive, f"processes survived their test: {alive}"
 
 
 def test_four_config_servers_come_up_on_the_hub_cache(fleet_pytester: pytest.Pytester) -> None:

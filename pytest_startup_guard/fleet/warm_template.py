@@ -39,8 +39,8 @@ from typing import Any
 # Up front: what every member needs, imported once (the child runtime boots from it).
 import pytest_startup_guard.runtime.child  # noqa: F401
 from pytest_startup_guard.cache.env import repoint_libraries
+from pytest_startup_guard.runtime.protocol import ACCESS_EVENTS, PLAN_ENV
 
-PLAN_ENV = "STARTUP_GUARD_PLAN"  # as runtime.protocol names it: the .pth line looks for it
 # Audit events the probe stops before: a process, a thread, the network.
 STOP_EVENTS = frozenset(
     {
@@ -58,24 +58,7 @@ STOP_EVENTS = frozenset(
     }
 )
 # Audit events whose first argument is a path: the probe stops before one under a watched folder.
-PATH_EVENTS = frozenset(
-    {
-        "open",
-        "os.listdir",
-        "os.scandir",
-        "os.rename",
-        "os.mkdir",
-        "os.rmdir",
-        "os.remove",
-        "os.symlink",
-        "os.link",
-        "os.truncate",
-        "os.chmod",
-        "os.utime",
-        "fcntl.flock",
-        "fcntl.lockf",
-    }
-)
+PATH_EVENTS = ACCESS_EVENTS | {"os.utime"}  # every file operation the runtime reports, and utime
 GPU_MAPS = ("libcuda", "libamdhip64", "/dev/nvidia", "/dev/kfd")
 
 
