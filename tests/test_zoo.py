@@ -44,6 +44,10 @@ def test_every_case_of_the_zoo_gives_the_expected_verdict(
     # The slow_retry server hangs on every corruption until that time-out: its cases wait, they
     # do not compute, so two of them wait at once (they made the two longest tests of the suite).
     spread = ["-p", "xdist", "-n", "2"] if policy == "slow_retry" else []
+    # The transformers loader's cases fork their servers from a warm template (transformers
+    # imported once per run, not once per case: the suite's longest tests); the hub_json ones
+    # start cold. tests/test_warm_verdicts.py holds the two ways to the same verdicts.
+    warm = ["--startup-guard-warm=on"] if loader == "autoconfig" else []
     completed = subprocess.run(
         [
             sys.executable,
@@ -62,6 +66,7 @@ def test_every_case_of_the_zoo_gives_the_expected_verdict(
             "-k",
             f"{policy}-{loader} and not slow_{policy}",
             *spread,
+            *warm,
         ],
         cwd=EXAMPLES,
         env=env,
