@@ -136,6 +136,8 @@ def main() -> None:
     ]
     with workbench() as bench:
         for name, argv, files, modes in setups:
+            if args.quick:  # a smoke run: the pruned modes, and running every point once
+                modes = [mode for mode in modes if mode[2]] + [("parallel", count, False)]
             cleans: list[float] = []
             times: dict[tuple[str, int, bool], list[float]] = {mode: [] for mode in modes}
             shape: dict[tuple[str, int, bool], tuple[int, int, int]] = {}
