@@ -821,10 +821,11 @@ class RuntimeController:
             connection.sock.sendall(_encode_answer(answer))
             with self._lock:  # the process was held from its access until this reply
                 now = time.monotonic()
-                asked = self._asking.pop(event.pid, event) if event.again else event
-                if answer is not None and answer.wait:
+                # The access first reported (in ``accesses``) goes on with the last answer.
+                asked = self._asking.pop(event.pid, None) if event.again else event
+                if asked is not None and answer is not None and answer.wait:
                     self._asking[event.pid] = asked
-                else:
+                elif asked is not None:
                     self._answered[id(asked)] = now
                 # Asked again after a "wait": held since that answer, its sleep included.
                 since = self._waiting_since.pop(event.pid, None) if event.again else None
