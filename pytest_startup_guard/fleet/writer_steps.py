@@ -29,6 +29,7 @@ from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.checks import shown, texts, whole_number
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError, StartupGuardError
 from pytest_startup_guard.runtime.controller import (
+    READ_OPS,
     AccessAnswer,
     AccessEvent,
     RuntimeController,
@@ -50,7 +51,7 @@ WRITER_MEMBER = f"{WRITER_GROUP}:0"
 # What a step that reads shows is the state the step before it left: it is explored once, with
 # that step (an open is reported before the call: an open for writing shows its change at the
 # ``startup_guard.opened`` right after it).
-READ_ONLY_OPS = frozenset({"open", "os.listdir", "os.scandir"})
+READ_ONLY_OPS = frozenset(READ_OPS)
 # Names Python's tempfile draws (``tmp`` and 8 letters, digits or _), and the random parts
 # huggingface_hub puts in temporary names (``main.1a2b3c4d.tmp``, ``x.1a2b3c4d.incomplete``,
 # ``tmp_<uuid4>``), and what Linux names a locked descriptor whose file was removed

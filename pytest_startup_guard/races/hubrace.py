@@ -366,19 +366,13 @@ class HubRace:
             if armed.refresher is None:
                 continue
             windows = armed.refresher.windows()
-            with self.controller.lock:
-                accesses = [
-                    a
-                    for a in self.controller.accesses
-                    if armed.watches(a.path) and armed.race.is_hit(armed.target, a.path)
-                ]
-            spans = [(a, self.controller.answered_at(a)) for a in accesses]
-            with self.controller.lock:
+            with self.controller.lock:  # answered_at takes the same (reentrant) lock
                 armed.windows = windows
                 armed.hits = [
                     Hit(a.pid, a.member, a.op, a.path, a.t, index)
-                    for a, answered in spans
-                    for index in _window_over(windows, a.t, answered)
+                    for a in self.controller.accesses
+                    if armed.watches(a.path) and armed.race.is_hit(armed.target, a.path)
+                    for index in _window_over(windows, a.t, self.controller.answered_at(a))
                 ]
 
     # -- the end -------------------------------------------------------------------------

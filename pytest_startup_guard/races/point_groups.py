@@ -26,24 +26,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_startup_guard.runtime.controller import AccessEvent
+from pytest_startup_guard.runtime.controller import FILE_OPS, READ_OPS, AccessEvent
 
-# Operations that change the cache (an open counts when it may write: ``AccessEvent.writes``);
-# a lock changes what another process's lock call does.
-CHANGING_OPS = frozenset(
-    {
-        "os.rename",
-        "os.remove",
-        "os.rmdir",
-        "os.mkdir",
-        "os.symlink",
-        "os.link",
-        "os.truncate",
-        "os.chmod",
-        "fcntl.flock",
-        "fcntl.lockf",
-    }
-)
+# Operations that change the cache: every file operation but those that read (an open counts
+# when it may write: ``AccessEvent.writes``); a lock changes what another process's lock does.
+CHANGING_OPS = frozenset(FILE_OPS) - frozenset(READ_OPS)
 
 _Key = tuple[object, ...]
 
