@@ -1106,6 +1106,12 @@ ENVIRONMENT = [
         "STARTUP_GUARD_STRICT_RERUNS 'maybe'",
         "true or false",
     ),
+    _env(
+        "env_explore_all_maybe",
+        "STARTUP_GUARD_EXPLORE_ALL=maybe",
+        "STARTUP_GUARD_EXPLORE_ALL 'maybe'",
+        "true or false",
+    ),
     _env("env_target_gpu", "STARTUP_GUARD_TARGET=gpu", "STARTUP_GUARD_TARGET 'gpu'", "cuda, rocm"),
     _env("env_stress_fraction", "STARTUP_GUARD_STRESS=1.5", "STARTUP_GUARD_STRESS '1.5'", ">= 1"),
     _env(
