@@ -35,24 +35,26 @@ if TYPE_CHECKING:
     from pytest_startup_guard.errors import StartupGuardError as StartupGuardError
     from pytest_startup_guard.errors import UnknownNameError as UnknownNameError
     from pytest_startup_guard.errors import UnsafeCacheError as UnsafeCacheError
+    from pytest_startup_guard.faults.fs_error import fs_error as fs_error
+    from pytest_startup_guard.faults.interleave import interleave as interleave
+    from pytest_startup_guard.faults.listen_late import listen_late as listen_late
+    from pytest_startup_guard.faults.lock_not_exclusive import (
+        lock_not_exclusive as lock_not_exclusive,
+    )
+    from pytest_startup_guard.faults.network_fs import network_fs as network_fs
+    from pytest_startup_guard.faults.ports import PortHit as PortHit
+    from pytest_startup_guard.faults.ports import port_stolen as port_stolen
+    from pytest_startup_guard.faults.ports import port_taken as port_taken
+    from pytest_startup_guard.faults.ports import same_port as same_port
     from pytest_startup_guard.fleet import ready as ready
+    from pytest_startup_guard.fleet.explore.writer import WriterExploration as WriterExploration
+    from pytest_startup_guard.fleet.explore.writer import WriterPair as WriterPair
+    from pytest_startup_guard.fleet.explore.writer_steps import WriterStep as WriterStep
     from pytest_startup_guard.fleet.fleet import Fleet as Fleet
-    from pytest_startup_guard.fleet.fs_errors import fs_error as fs_error
-    from pytest_startup_guard.fleet.interleave import interleave as interleave
-    from pytest_startup_guard.fleet.listen_late import listen_late as listen_late
     from pytest_startup_guard.fleet.load import cpu_load as cpu_load
-    from pytest_startup_guard.fleet.lock_faults import lock_not_exclusive as lock_not_exclusive
-    from pytest_startup_guard.fleet.network_fs import network_fs as network_fs
-    from pytest_startup_guard.fleet.port_faults import PortHit as PortHit
-    from pytest_startup_guard.fleet.port_faults import port_stolen as port_stolen
-    from pytest_startup_guard.fleet.port_faults import port_taken as port_taken
-    from pytest_startup_guard.fleet.port_faults import same_port as same_port
     from pytest_startup_guard.fleet.server import Server as Server
     from pytest_startup_guard.fleet.server_fleet import ServerFleet as ServerFleet
     from pytest_startup_guard.fleet.workers import Worker as Worker
-    from pytest_startup_guard.fleet.writer_exploration import WriterExploration as WriterExploration
-    from pytest_startup_guard.fleet.writer_exploration import WriterPair as WriterPair
-    from pytest_startup_guard.fleet.writer_steps import WriterStep as WriterStep
     from pytest_startup_guard.imports.probe import ImportProbeError as ImportProbeError
     from pytest_startup_guard.imports.probe import ImportRaceProbe as ImportRaceProbe
     from pytest_startup_guard.imports.probe import ImportRaceResult as ImportRaceResult
@@ -92,7 +94,9 @@ if TYPE_CHECKING:
     from pytest_startup_guard.remote.wire_faults import wrong_etag as wrong_etag
     from pytest_startup_guard.remote.writer import WriterCommand as WriterCommand
     from pytest_startup_guard.runtime.controller import RuntimeController as RuntimeController
-    from pytest_startup_guard.runtime.controller import RuntimeListener as RuntimeListener
+    from pytest_startup_guard.runtime.events import (
+        RuntimeListener as RuntimeListener,
+    )
     from pytest_startup_guard.targets.detection import detect_target as detect_target
     from pytest_startup_guard.verdicts.cases import StartupCase as StartupCase
     from pytest_startup_guard.verdicts.in_process import (

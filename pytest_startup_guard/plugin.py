@@ -27,10 +27,10 @@ from pytest_startup_guard.targets.detection import TargetChoice, choose_target, 
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
+    from pytest_startup_guard.fleet.explore.writer import WriterSettings
     from pytest_startup_guard.fleet.reaper import Reaper
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
-    from pytest_startup_guard.fleet.warm import WarmTemplates
-    from pytest_startup_guard.fleet.writer_exploration import WriterSettings
+    from pytest_startup_guard.fleet.warm.templates import WarmTemplates
     from pytest_startup_guard.races.exploration import ExploreSettings
     from pytest_startup_guard.races.hubrace import HubRace
     from pytest_startup_guard.remote.hub_remote import HubRemote
@@ -417,10 +417,10 @@ WARM_KEY = pytest.StashKey["WarmTemplates"]()
 
 
 def _warm_templates(config: pytest.Config, factory: pytest.TempPathFactory) -> WarmTemplates:
-    """This pytest process's warm templates (``fleet/warm.py``): one per distinct command, kept
+    """This pytest process's warm templates (``fleet/warm/templates.py``): one per distinct command, kept
     for the whole session (a template holds no test's state), ended at ``pytest_unconfigure``
     and, should pytest die, by the reaper (each carries the run's marker)."""
-    from pytest_startup_guard.fleet.warm import WarmTemplates
+    from pytest_startup_guard.fleet.warm.templates import WarmTemplates
 
     if WARM_KEY not in config.stash:
         folder = factory.mktemp("startup-guard-warm", numbered=True)
@@ -521,7 +521,7 @@ def _explore_settings(request: pytest.FixtureRequest) -> ExploreSettings:
 def _writer_settings(request: pytest.FixtureRequest) -> WriterSettings:
     """The run's writer pair (``--startup-guard-writer-pair``), and the command that replays
     one pair of this test."""
-    from pytest_startup_guard.fleet.writer_exploration import PAIR_SLOT, WriterSettings
+    from pytest_startup_guard.fleet.explore.writer import PAIR_SLOT, WriterSettings
 
     session = get_session(request.config)
     setting = session.settings["writer_pair"]

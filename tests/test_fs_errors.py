@@ -376,7 +376,9 @@ def test_explore(hub_cache, hub_race):
 
 def test_the_operations_are_one_list_on_both_sides() -> None:
     """The child reports, the controller accepts and users name the same file operations."""
-    from pytest_startup_guard.runtime.controller import FILE_OPS
+    from pytest_startup_guard.runtime.events import (
+        FILE_OPS,
+    )
     from pytest_startup_guard.runtime.operations import OPERATIONS
     from pytest_startup_guard.runtime.protocol import ACCESS_EVENTS
 

@@ -21,7 +21,7 @@ PACKAGE = "pytest_startup_guard"
 PACKAGE_DIR = Path(pytest_startup_guard.__file__).resolve().parent
 
 # Lowest first. A part may import only parts before it (CONTRIBUTING.md, "How the parts fit":
-# cache -> remote -> races -> fleet -> verdicts -> report; runtime, targets and settings sit
+# cache -> remote -> races -> faults -> fleet -> verdicts -> report; runtime, targets and settings sit
 # below them, imports beside).
 DATA_FLOW = (
     "targets",
@@ -31,6 +31,7 @@ DATA_FLOW = (
     "cache",
     "remote",
     "races",
+    "faults",
     "fleet",
     "verdicts",
     "report",

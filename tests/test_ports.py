@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_startup_guard.fleet.port_faults import port_taken, same_port
+from pytest_startup_guard.faults.ports import port_taken, same_port
 from pytest_startup_guard.runtime.controller import (
-    AccessEvent,
     RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
+    AccessEvent,
     RuntimeListener,
     bind_path,
 )
@@ -25,7 +27,7 @@ COMMON = f"""
 import json, socket, sys, time, urllib.request
 import pytest
 from pytest_startup_guard import ready
-from pytest_startup_guard.fleet.port_faults import port_taken, same_port
+from pytest_startup_guard.faults.ports import port_taken, same_port
 
 SERVER = [sys.executable, {str(PORT_SERVER)!r}, "--port", "{{port}}"]
 

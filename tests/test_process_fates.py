@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_startup_guard.runtime.controller import ProcessRecord, RuntimeController
+from pytest_startup_guard.runtime.controller import (
+    RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
+    ProcessRecord,
+)
 
 TIMEOUT = 30.0
 

@@ -175,7 +175,7 @@ class HubEnvironment:
 def repoint_libraries(source: Mapping[str, str], target: Mapping[str, str]) -> None:
     """Point the already imported libraries' constants computed under the environment
     ``source`` at ``target``: cache paths, offline flags, the endpoint (a member forked from a
-    warm template, ``fleet/warm_template.py``, whose imports ran under the template's env)."""
+    warm template, ``fleet/warm/template.py``, whose imports ran under the template's env)."""
     _repoint(_library_modules(), source, target, endpoint=True, saved=None)
 
 

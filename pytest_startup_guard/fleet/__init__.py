@@ -3,14 +3,13 @@
 Owns launching a fleet and watching it come up (``launcher``), checking ``launch``'s arguments
 (``launch_arguments``), what a launch returns (``fleet``: ``Fleet``; ``server``: ``Server``, one
 member) and every worker process under a member, each judged on its own fate (``workers``);
-``ServerFleet``, the fixture (``server_fleet``), with exploring every access point of a start-up
-(``explore``, and what it found: ``exploration``); the readiness probes (``ready``), reading
-members' output in bounded memory (``output``); leased loopback ports (``ports``) and faults put
-in their way (``port_faults``: told or picked ports); the faults a launch takes (``fault_kinds``):
-on what its processes do (``process_faults``, with ``fs_errors``, ``network_fs``,
-``interleave``, ``listen_late``) and locks that do not exclude (``lock_faults``); the reaper that outlives a dying pytest (``reaper``); the layered
-pytest-timeout marks (``timeouts``); and waking the moment a member exits (``exit_wait``). Whole
-process trees are ended by ``runtime.process_group``.
+``ServerFleet``, the fixture (``server_fleet``); the readiness probes (``ready``), reading
+members' output in bounded memory (``output``); leased loopback ports (``ports``); the reaper
+that outlives a dying pytest (``reaper``); the layered pytest-timeout marks (``timeouts``);
+waking the moment a member exits (``exit_wait``) and CPU load beside a test (``load``). Whole
+process trees are ended by ``runtime.process_group``. Two wings: members forked from a warm
+template (``warm/``) and exploring a start-up's access points (``explore/``). The faults a
+launch takes are the ``faults`` part's.
 
-May import: runtime, cache, remote, races.
+May import: runtime, cache, remote, races, faults.
 """

@@ -23,13 +23,13 @@ from pathlib import Path
 
 from pytest_startup_guard.checks import pattern
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.fleet.lock_faults import LockFaults
-from pytest_startup_guard.fleet.port_faults import ArmedPortFault, PortFaults
+from pytest_startup_guard.faults.lock_not_exclusive import LockFaults
+from pytest_startup_guard.faults.ports import ArmedPortFault, PortFaults
+from pytest_startup_guard.faults.process import ProcessFaults
 from pytest_startup_guard.fleet.ports import Lease
-from pytest_startup_guard.fleet.process_faults import ProcessFaults
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
 from pytest_startup_guard.fleet.server import Server
-from pytest_startup_guard.fleet.warm_process import ForkedProcess
+from pytest_startup_guard.fleet.warm.forked import ForkedProcess
 from pytest_startup_guard.fleet.workers import (
     QuietWatch,
     Worker,

@@ -146,7 +146,7 @@ _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 def _warm(warm: object, preload: object, where: str) -> None:
     """``warm``: None (the run's ``--startup-guard-warm``), True, False or ``"or_cold"``;
-    ``preload``: None or module names to import once in the template (``fleet/warm.py``)."""
+    ``preload``: None or module names to import once in the template (``fleet/warm/templates.py``)."""
     if warm is not None and not isinstance(warm, bool) and warm != "or_cold":
         kind = ArgumentTypeError if not isinstance(warm, (bool, str)) else InvalidArgumentError
         raise kind(

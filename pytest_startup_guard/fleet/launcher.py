@@ -30,20 +30,20 @@ from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.faults.kinds import Fault
+from pytest_startup_guard.faults.lock_not_exclusive import LockFaults, split_lock_faults
+from pytest_startup_guard.faults.ports import PortFaults
+from pytest_startup_guard.faults.process import ProcessFaults, split_faults
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exit_wait import ExitWait
-from pytest_startup_guard.fleet.fault_kinds import Fault
 from pytest_startup_guard.fleet.fleet import Fleet, RunningMember
 from pytest_startup_guard.fleet.launch_arguments import check_launch
-from pytest_startup_guard.fleet.lock_faults import LockFaults, split_lock_faults
 from pytest_startup_guard.fleet.output import printed_something
-from pytest_startup_guard.fleet.port_faults import PortFaults
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
-from pytest_startup_guard.fleet.process_faults import ProcessFaults, split_faults
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.server import Server
-from pytest_startup_guard.fleet.warm import WarmStart, WarmTemplates, warm_choice
-from pytest_startup_guard.fleet.warm_process import ForkedProcess
+from pytest_startup_guard.fleet.warm.forked import ForkedProcess
+from pytest_startup_guard.fleet.warm.templates import WarmStart, WarmTemplates, warm_choice
 from pytest_startup_guard.fleet.workers import (
     leftover_kind,
     listening_pids,
@@ -343,7 +343,11 @@ class FleetLauncher:
         fleet.process_faults.released(fleet.released_t)
         self._watch(fleet, ready, timeout)
         port_faults.settle()
-        lock_faults.name_failures(fleet.servers)
+        for server in fleet.servers:
+            if server.state == "exited" and server.returncode:
+                reason = lock_faults.cause(server.index)
+                if reason:
+                    server.reason = f"{server.reason}; {reason}" if server.reason else reason
         misses = [
             *port_faults.misses(),
             *fleet.process_faults.misses(),

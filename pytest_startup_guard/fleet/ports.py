@@ -5,9 +5,6 @@ connections use too, and another worker may take it before the server binds it. 
 ports come from below the ephemeral range, and each is leased with an exclusive ``flock`` on a
 file in a folder every xdist worker of the run shares: no other test or worker of this run can
 take it, and the kernel drops the lease if the leasing process dies.
-
-``listening_ports`` tells which TCP ports a set of processes listens on (psutil): how a fleet
-member that was moved off its port is found where it really serves (``port_faults``).
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ import fcntl
 import os
 import random
 import socket
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,32 +57,6 @@ def port_owner(port: int) -> str:
     except Exception:
         pass
     return "another process"
-
-
-def listening_ports(pids: Iterable[int]) -> set[int] | None:
-    """The TCP ports the processes ``pids`` listen on, or None where none could be read (no
-    permission to see their sockets, and none found). A process that is gone listens on none."""
-    import psutil
-
-    ports: set[int] = set()
-    denied = False
-    for pid in pids:
-        try:
-            process = psutil.Process(pid)
-            # psutil 6 renamed connections() to net_connections()
-            read = getattr(process, "net_connections", None) or process.connections
-            connections = read(kind="tcp")
-        except psutil.NoSuchProcess:
-            continue
-        except psutil.Error:
-            denied = True
-            continue
-        ports.update(
-            connection.laddr.port
-            for connection in connections
-            if connection.status == psutil.CONN_LISTEN and connection.laddr
-        )
-    return None if denied and not ports else ports
 
 
 @dataclass

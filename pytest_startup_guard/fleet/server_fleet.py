@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.faults.kinds import Fault
 from pytest_startup_guard.fleet import ready as ready_module
-from pytest_startup_guard.fleet.exploration import ExploreRequest
-from pytest_startup_guard.fleet.explore import ExploredFleet, Explorer
-from pytest_startup_guard.fleet.fault_kinds import Fault
+from pytest_startup_guard.fleet.explore.explorer import ExploredFleet, Explorer
+from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launch_arguments import check_launch
 from pytest_startup_guard.fleet.launcher import FleetLauncher
@@ -30,8 +30,8 @@ from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import RuntimeController
 
 if TYPE_CHECKING:
-    from pytest_startup_guard.fleet.warm import WarmTemplates
-    from pytest_startup_guard.fleet.writer_exploration import WriterExploration, WriterSettings
+    from pytest_startup_guard.fleet.explore.writer import WriterExploration, WriterSettings
+    from pytest_startup_guard.fleet.warm.templates import WarmTemplates
 
 
 class ServerFleet:
@@ -284,11 +284,11 @@ class ServerFleet:
         ``pairs=[(step, point)]`` (or ``--startup-guard-writer-pair=STEP:POINT``) runs only
         those pairs."""
         __tracebackhide__ = True
-        from pytest_startup_guard.fleet.writer_exploration import (
+        from pytest_startup_guard.fleet.explore.writer import (
             WriterExplorer,
             writer_settings_of,
         )
-        from pytest_startup_guard.fleet.writer_steps import (
+        from pytest_startup_guard.fleet.explore.writer_steps import (
             checked_pairs,
             checked_points,
             checked_writer,

@@ -29,7 +29,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pytest_startup_guard.runtime.controller import AccessEvent, ProcessRecord, RuntimeController
+from pytest_startup_guard.runtime.controller import (
+    RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
+    AccessEvent,
+    ProcessRecord,
+)
 from pytest_startup_guard.runtime.own_time import OwnClock
 from pytest_startup_guard.wording import printable, signal_name
 

@@ -25,7 +25,9 @@ from pytest_startup_guard.races.triggers import (
     Trigger,
     default_hold,
 )
-from pytest_startup_guard.runtime.controller import AccessEvent
+from pytest_startup_guard.runtime.events import (
+    AccessEvent,
+)
 from pytest_startup_guard.runtime.observation import unobserved
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 

@@ -38,8 +38,10 @@ from pytest_startup_guard.races.triggers import (
     placed,
 )
 from pytest_startup_guard.runtime.controller import (
-    AccessEvent,
     RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
+    AccessEvent,
     RuntimeListener,
 )
 from pytest_startup_guard.settings.seeds import seed_for_test

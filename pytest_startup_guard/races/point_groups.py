@@ -17,7 +17,7 @@ on:
 
 Points with the same key form a group; one point per group is explored and the others are
 covered by it, with the reason. Where a process reported no sites, its accesses are never taken
-for repeats. The model only: ``fleet/explore.py`` measures, launches and judges.
+for repeats. The model only: ``fleet/explore/explorer.py`` measures, launches and judges.
 """
 
 from __future__ import annotations
@@ -26,7 +26,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_startup_guard.runtime.controller import FILE_OPS, READ_OPS, AccessEvent
+from pytest_startup_guard.runtime.events import (
+    FILE_OPS,
+    READ_OPS,
+    AccessEvent,
+)
 
 # Operations that change the cache: every file operation but those that read (an open counts
 # when it may write: ``AccessEvent.writes``); a lock changes what another process's lock does.

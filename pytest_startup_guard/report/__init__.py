@@ -11,5 +11,5 @@ standalone HTML report (``html``), and the CI matrix merged into one table (``me
 the ``startup-guard-report`` command in ``cli``); every view says a fact in the words of
 ``words``.
 
-May import: settings, targets, runtime, cache, races, fleet, verdicts.
+May import: settings, targets, runtime, cache, races, faults, fleet, verdicts.
 """

@@ -29,8 +29,8 @@ from pytest_startup_guard.wording import printable
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
+    from pytest_startup_guard.faults.ports import ArmedPortFault
     from pytest_startup_guard.fleet.fleet import Fleet
-    from pytest_startup_guard.fleet.port_faults import ArmedPortFault
     from pytest_startup_guard.fleet.server import Server
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
     from pytest_startup_guard.fleet.workers import Worker
@@ -38,9 +38,11 @@ if TYPE_CHECKING:
     from pytest_startup_guard.races.exploration import Exploration
     from pytest_startup_guard.races.hubrace import HubRace
     from pytest_startup_guard.runtime.controller import (
+        RuntimeController,
+    )
+    from pytest_startup_guard.runtime.events import (
         AccessEvent,
         ProcessRecord,
-        RuntimeController,
     )
     from pytest_startup_guard.verdicts.cases import StartupCase
 

@@ -40,7 +40,7 @@ from pytest_startup_guard.errors import (
     StartupGuardError,
     UnknownNameError,
 )
-from pytest_startup_guard.fleet.exploration import ExploreRequest
+from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
@@ -57,7 +57,11 @@ from pytest_startup_guard.races.triggers import (
     checked_trigger,
     with_hold,
 )
-from pytest_startup_guard.runtime.controller import READ_OPS, TEST_PROCESS, AccessEvent
+from pytest_startup_guard.runtime.events import (
+    READ_OPS,
+    TEST_PROCESS,
+    AccessEvent,
+)
 from pytest_startup_guard.verdicts.kinds import KINDS, WORDS, CaseKind
 from pytest_startup_guard.verdicts.members import (
     UNDECIDED,

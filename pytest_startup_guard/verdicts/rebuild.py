@@ -26,7 +26,13 @@ from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.races.base import PathTarget
 from pytest_startup_guard.races.hubrace import HubRace
-from pytest_startup_guard.runtime.controller import FILE_OPS, TEST_PROCESS, RuntimeController
+from pytest_startup_guard.runtime.controller import (
+    RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
+    FILE_OPS,
+    TEST_PROCESS,
+)
 from pytest_startup_guard.verdicts.members import (
     accepts,
     exited_late,

@@ -37,15 +37,18 @@ from typing import ClassVar
 from pytest_startup_guard.checks import flag, seconds, whole_number
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
-from pytest_startup_guard.fleet.fs_errors import SHOWN_FAILURES
-from pytest_startup_guard.fleet.lock_faults import LockNotExclusive, lock_not_exclusive
-from pytest_startup_guard.fleet.process_faults import (
+from pytest_startup_guard.faults.fs_error import SHOWN_FAILURES
+from pytest_startup_guard.faults.lock_not_exclusive import LockNotExclusive, lock_not_exclusive
+from pytest_startup_guard.faults.process import (
     ArmedProcessFault,
     FaultContext,
     ProcessFault,
     under,
 )
-from pytest_startup_guard.runtime.controller import AccessAnswer, AccessEvent
+from pytest_startup_guard.runtime.events import (
+    AccessAnswer,
+    AccessEvent,
+)
 from pytest_startup_guard.runtime.operations import operation_name
 
 WHERE = "network_fs()"

@@ -21,9 +21,11 @@ from typing import Protocol, cast
 
 from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.runtime.controller import (
+    RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
     AccessAnswer,
     AccessEvent,
-    RuntimeController,
     RuntimeListener,
 )
 

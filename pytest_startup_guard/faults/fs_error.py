@@ -29,8 +29,11 @@ from typing import ClassVar
 from pytest_startup_guard.checks import flag, whole_number
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
-from pytest_startup_guard.fleet.process_faults import ArmedProcessFault, FaultContext, under
-from pytest_startup_guard.runtime.controller import AccessAnswer, AccessEvent
+from pytest_startup_guard.faults.process import ArmedProcessFault, FaultContext, under
+from pytest_startup_guard.runtime.events import (
+    AccessAnswer,
+    AccessEvent,
+)
 from pytest_startup_guard.runtime.operations import (
     ACCEPTED,
     describe_ops,

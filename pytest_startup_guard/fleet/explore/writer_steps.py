@@ -29,10 +29,12 @@ from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.checks import shown, texts, whole_number
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError, StartupGuardError
 from pytest_startup_guard.runtime.controller import (
+    RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
     READ_OPS,
     AccessAnswer,
     AccessEvent,
-    RuntimeController,
     RuntimeListener,
 )
 from pytest_startup_guard.runtime.observation import unobserved

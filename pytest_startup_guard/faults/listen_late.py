@@ -24,8 +24,10 @@ from typing import ClassVar
 
 from pytest_startup_guard.checks import flag, seconds, whole_number
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
-from pytest_startup_guard.fleet.process_faults import ArmedProcessFault, FaultContext
-from pytest_startup_guard.runtime.controller import AccessEvent
+from pytest_startup_guard.faults.process import ArmedProcessFault, FaultContext
+from pytest_startup_guard.runtime.events import (
+    AccessEvent,
+)
 
 WHERE = "listen_late()"
 DEFAULT_TIMEOUT = 10.0  # seconds the bind is held at most

@@ -35,12 +35,12 @@ from pathlib import Path
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet.reaper import Reaper
-from pytest_startup_guard.fleet.warm_process import ForkedProcess
+from pytest_startup_guard.fleet.warm.forked import ForkedProcess
 from pytest_startup_guard.runtime.process_group import end_group, session
 from pytest_startup_guard.runtime.protocol import RUN_ENV
 from pytest_startup_guard.runtime.run_marker import new_tree
 
-MODULE = "pytest_startup_guard.fleet.warm_template"
+MODULE = "pytest_startup_guard.fleet.warm.template"
 # Interpreter flags a template can take on for its members (it starts with them); any other
 # (-S, -I, -E, -P, -i, ...) changes what a cold start would do in ways a fork cannot copy.
 FLAGS_WITHOUT_VALUE = ("-u", "-B", "-O", "-OO", "-b", "-bb", "-q", "-d", "-v")

@@ -33,9 +33,14 @@ from typing import ClassVar
 from pytest_startup_guard.checks import flag
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.races.roots import PluginRoots
-from pytest_startup_guard.runtime.controller import LockEvent, RuntimeController, RuntimeListener
+from pytest_startup_guard.runtime.controller import (
+    RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
+    LockEvent,
+    RuntimeListener,
+)
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 
 # Seconds of its own time the first taker of a faulted lock waits at its take for a second one.
@@ -234,17 +239,14 @@ class LockFaults:
 
     # -- what it comes to ----------------------------------------------------------------
 
-    def name_failures(self, servers: Iterable[Server]) -> None:
-        """Name the fault in the reason of each member that exited with a failure after one of
-        its processes held a faulted lock at the same time as another process."""
-        for server in servers:
-            if server.state != "exited" or not server.returncode:
-                continue
-            for armed in self.armed:
-                reason = _shared_with(armed, server.index)
-                if reason:
-                    server.reason = f"{server.reason}; {reason}" if server.reason else reason
-                    break
+    def cause(self, index: int) -> str | None:
+        """The fault that explains a failure of member ``index``: one of its processes held a
+        faulted lock at the same time as another process (None: none did)."""
+        for armed in self.armed:
+            reason = _shared_with(armed, index)
+            if reason:
+                return reason
+        return None
 
     def lines(self, released_t: float | None) -> list[str]:
         """One line per fault: met or not, and by whom, for a failure message."""

@@ -52,11 +52,12 @@ from pytest_startup_guard.errors import (
     InvalidArgumentError,
     StartupGuardError,
 )
-from pytest_startup_guard.fleet.ports import listening_ports
 from pytest_startup_guard.runtime.controller import (
+    RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
     AccessEvent,
     ProbeEvent,
-    RuntimeController,
     RuntimeListener,
 )
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
@@ -906,3 +907,29 @@ def _checked(faults: object, count: int, needs_port: bool, ready_label: str) -> 
             taken_by[index] = (position, fault)
         checked.append(fault)
     return checked
+
+
+def listening_ports(pids: Iterable[int]) -> set[int] | None:
+    """The TCP ports the processes ``pids`` listen on, or None where none could be read (no
+    permission to see their sockets, and none found). A process that is gone listens on none."""
+    import psutil
+
+    ports: set[int] = set()
+    denied = False
+    for pid in pids:
+        try:
+            process = psutil.Process(pid)
+            # psutil 6 renamed connections() to net_connections()
+            read = getattr(process, "net_connections", None) or process.connections
+            connections = read(kind="tcp")
+        except psutil.NoSuchProcess:
+            continue
+        except psutil.Error:
+            denied = True
+            continue
+        ports.update(
+            connection.laddr.port
+            for connection in connections
+            if connection.status == psutil.CONN_LISTEN and connection.laddr
+        )
+    return None if denied and not ports else ports

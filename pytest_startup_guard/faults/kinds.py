@@ -8,8 +8,8 @@ kind; each kind checks its own.
 
 from __future__ import annotations
 
-from pytest_startup_guard.fleet.lock_faults import LockNotExclusive
-from pytest_startup_guard.fleet.port_faults import PortFault
-from pytest_startup_guard.fleet.process_faults import ProcessFault
+from pytest_startup_guard.faults.lock_not_exclusive import LockNotExclusive
+from pytest_startup_guard.faults.ports import PortFault
+from pytest_startup_guard.faults.process import ProcessFault
 
 Fault = PortFault | LockNotExclusive | ProcessFault

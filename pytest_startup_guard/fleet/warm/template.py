@@ -1,6 +1,6 @@
 """The warm template: one Python process that imports a server's stack once and forks members.
 
-Run as ``python [FLAGS] -m pytest_startup_guard.fleet.warm_template`` by ``fleet/warm.py``, in
+Run as ``python [FLAGS] -m pytest_startup_guard.fleet.warm.template`` by ``fleet/warm/templates.py``, in
 two modes:
 
 - ``--probe SPEC``: run the member's program (``SPEC``, a JSON file) up to just before its first

@@ -25,7 +25,7 @@ REPORT_WAIT = 2.0
 
 
 class ForkedProcess:
-    """One member forked by a template (``fleet/warm.py``); ``ended`` is told by the template."""
+    """One member forked by a template (``fleet/warm/templates.py``); ``ended`` is told by the template."""
 
     def __init__(self, pid: int, template_marker: str) -> None:
         self.pid = pid

@@ -31,7 +31,7 @@ from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
-from pytest_startup_guard.fleet.exploration import check_mode, failure_line
+from pytest_startup_guard.fleet.explore.request import check_mode, failure_line
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.races.armed import ArmedRace
@@ -51,7 +51,9 @@ from pytest_startup_guard.races.exploration import (
 from pytest_startup_guard.races.hubrace import HubRace, busiest_process, target_of
 from pytest_startup_guard.races.point_groups import PointGroup, group_points
 from pytest_startup_guard.races.triggers import on_access
-from pytest_startup_guard.runtime.controller import AccessEvent
+from pytest_startup_guard.runtime.events import (
+    AccessEvent,
+)
 from pytest_startup_guard.runtime.protocol import ACCESS_SITES_ENV
 
 

@@ -38,11 +38,9 @@ from typing import Literal
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
-from pytest_startup_guard.fleet.exploration import failure_line
-from pytest_startup_guard.fleet.explore import ExploredFleet
-from pytest_startup_guard.fleet.fleet import Fleet
-from pytest_startup_guard.fleet.launcher import FleetLauncher
-from pytest_startup_guard.fleet.writer_steps import (
+from pytest_startup_guard.fleet.explore.explorer import ExploredFleet
+from pytest_startup_guard.fleet.explore.request import failure_line
+from pytest_startup_guard.fleet.explore.writer_steps import (
     LOCK_OPS,
     WRITER_MEMBER,
     ForkedRun,
@@ -55,13 +53,17 @@ from pytest_startup_guard.fleet.writer_steps import (
     steps_of,
     writer_accesses,
 )
+from pytest_startup_guard.fleet.fleet import Fleet
+from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.races.exploration import AccessPoint, ExploreSettings
 from pytest_startup_guard.races.hubrace import busiest_process
 from pytest_startup_guard.runtime.controller import (
+    RuntimeController,
+)
+from pytest_startup_guard.runtime.events import (
     TEST_PROCESS,
     AccessAnswer,
     AccessEvent,
-    RuntimeController,
     RuntimeListener,
 )
 from pytest_startup_guard.runtime.observation import unobserved
