@@ -463,6 +463,7 @@ def server_fleet(
     """
     from pytest_startup_guard.fleet.ports import PortLeases
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
+    from pytest_startup_guard.fleet.warm.templates import warm_mode
 
     session = get_session(request.config)
     default_cache = (
@@ -483,7 +484,7 @@ def server_fleet(
         hub_race=hub_race,
         explore_settings=hub_race.explore_settings,
         warm_templates=_warm_templates(request.config, tmp_path_factory),
-        warm_default=session.warm,
+        warm_default=warm_mode(session.warm),
     )
     fleets.writer_settings = _writer_settings(request)
     _record(request).fleets = fleets

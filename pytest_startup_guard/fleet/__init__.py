@@ -1,7 +1,7 @@
 """The server fleet: N real processes behind one start barrier, watched one by one.
 
-Owns launching a fleet and watching it come up (``launcher``), checking ``launch``'s arguments
-(``launch_arguments``), what a launch returns (``fleet``: ``Fleet``; ``server``: ``Server``, one
+Owns one launch as asked, checked once (``spec``: ``LaunchSpec``), launching a fleet and
+watching it come up (``launcher``), what a launch returns (``fleet``: ``Fleet``; ``server``: ``Server``, one
 member) and every worker process under a member, each judged on its own fate (``workers``);
 ``ServerFleet``, the fixture (``server_fleet``); the readiness probes (``ready``), reading
 members' output in bounded memory (``output``); leased loopback ports (``ports``); the reaper

@@ -83,6 +83,8 @@ class Fleet:
         reaper: Reaper,
         port_faults: PortFaults,
         races: HubRace | None = None,
+        *,
+        workers_wanted: int | None = None,
     ) -> None:
         self.label = label
         self.timeout = timeout
@@ -97,7 +99,7 @@ class Fleet:
         self.races = races
         self.released_t: float | None = None
         self.stopped = False
-        self.workers_wanted: int | None = None  # launch(workers=N): N up per member to be ready
+        self.workers_wanted = workers_wanted  # launch(workers=N): N up per member to be ready
         self._worker_accesses = WorkerAccesses()
         self._quiet = QuietWatch()
         self.reported: set[str] = set()  # worker problems a check or assertion already raised

@@ -30,20 +30,24 @@ from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.faults.kinds import Fault
 from pytest_startup_guard.faults.lock_not_exclusive import LockFaults, split_lock_faults
 from pytest_startup_guard.faults.ports import PortFaults
 from pytest_startup_guard.faults.process import ProcessFaults, split_faults
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exit_wait import ExitWait
 from pytest_startup_guard.fleet.fleet import Fleet, RunningMember
-from pytest_startup_guard.fleet.launch_arguments import check_launch
 from pytest_startup_guard.fleet.output import printed_something
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.server import Server
+from pytest_startup_guard.fleet.spec import PLACEHOLDER, PLACEHOLDERS, LaunchSpec
 from pytest_startup_guard.fleet.warm.forked import ForkedProcess
-from pytest_startup_guard.fleet.warm.templates import WarmStart, WarmTemplates, warm_choice
+from pytest_startup_guard.fleet.warm.templates import (
+    WarmMode,
+    WarmStart,
+    WarmTemplates,
+    warm_choice,
+)
 from pytest_startup_guard.fleet.workers import (
     leftover_kind,
     listening_pids,
@@ -55,8 +59,6 @@ from pytest_startup_guard.runtime.native.build import interposer_library, preloa
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 from pytest_startup_guard.wording import printable
 
-_PLACEHOLDER = re.compile(r"\{(\w*)\}")
-PLACEHOLDERS = ("port", "index", "count", "port<i>")
 _OTHER_PORT = re.compile(r"\{port\d+\}")  # {port0}: the port member 0 is told
 POLL_SECONDS = 0.01  # how often a member's exit and probe are looked at
 WAIT_SAMPLE_EVERY = 5  # polls between two reads of a member's CPU wait (it is gone once reaped)
@@ -82,7 +84,7 @@ def fill_placeholders(argv: Sequence[str], values: Mapping[str, object]) -> list
                 )
             return str(values[name])
 
-        filled.append(_PLACEHOLDER.sub(replace, arg).replace("{{", "{").replace("}}", "}"))
+        filled.append(PLACEHOLDER.sub(replace, arg).replace("{{", "{").replace("}}", "}"))
     return filled
 
 
@@ -214,7 +216,7 @@ class FleetLauncher:
         races: HubRace | None = None,
         barrier_timeout: float = 20.0,
         warm_templates: WarmTemplates | None = None,
-        warm_default: str = "off",
+        warm_default: WarmMode = "off",
     ) -> None:
         self.controller = controller
         # Members forked from warm templates (``warm.py``): the session's, and the run's
@@ -233,51 +235,29 @@ class FleetLauncher:
         self.barrier_timeout = barrier_timeout
         self.fleets: list[Fleet] = []
 
-    def launch(
-        self,
-        argv: Sequence[str],
-        *,
-        count: int = 1,
-        ready: ready_module.Probe,
-        env: Mapping[str, str] | None = None,
-        cache: FakeHubCache | None = None,
-        timeout: float | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        ports: Sequence[int] | None = None,
-        faults: Sequence[Fault] | Fault | None = None,
-        member_env: Sequence[Mapping[str, str]] = (),
-        workers: int | None = None,
-        native_accesses: bool = False,
-        warm: bool | str | None = None,
-        preload: Sequence[str] | None = None,
-    ) -> Fleet:
-        """Start ``count`` processes of ``argv`` at once; return when each is ready, has
-        exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
+    def launch(self, spec: LaunchSpec) -> Fleet:
+        """Start ``spec.count`` processes of ``spec.argv`` at once; return when each is ready,
+        has exited, or has passed the readiness time-out. Ready ones run until
+        ``stop``/teardown. The spec was checked where it was built (``LaunchSpec.checked``).
 
         ``warm=True`` / ``preload=[modules]``: fork the members from a warm template
-        (``warm.py``); ``warm="or_cold"``: or start them cold where that is unsafe.
-
-        ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
-        ``AssertionError`` here, unless it was made with ``allow_miss=True``. ``member_env``:
-        one mapping per member, over ``env`` (an exploration's private caches). ``workers=N``:
-        a member is ready only once its probe says so and N of its workers are up
-        (``workers.py``). ``native_accesses=True``: every process of the fleet also reports
-        the file calls its native code makes (``runtime/native``)."""
+        (``warm/templates.py``); ``warm="or_cold"``: or start them cold where that is unsafe.
+        ``faults``: a fault that no member met raises ``AssertionError`` here, unless it was
+        made with ``allow_miss=True``. ``member_env``: one mapping per member, over ``env`` (an
+        exploration's private caches). ``workers=N``: a member is ready only once its probe
+        says so and N of its workers are up (``workers.py``). ``native_accesses=True``: every
+        process of the fleet also reports the file calls its native code makes
+        (``runtime/native``)."""
         __tracebackhide__ = True
-        argv, timeout = self._checked_arguments(
-            argv,
-            count,
-            ready,
-            timeout,
-            ports,
-            env=env,
-            cwd=cwd,
-            cache=cache,
-            workers=workers,
-            native_accesses=native_accesses,
-            warm=warm,
-            preload=preload,
+        argv, count, ready, timeout = list(spec.argv), spec.count, spec.ready, spec.timeout
+        faults, cwd, ports, member_env = spec.faults, spec.cwd, spec.ports, spec.member_env
+        env, cache, workers, native_accesses = (
+            spec.env,
+            spec.cache,
+            spec.workers,
+            spec.native_accesses,
         )
+        warm, preload = spec.warm, spec.preload
         given_faults, given_lock_faults = split_lock_faults(faults)
         roots = self.races.roots if self.races is not None else None
         lock_faults = LockFaults(given_lock_faults, roots)
@@ -308,10 +288,9 @@ class FleetLauncher:
                 if lease is not None:
                     lease.release()
             raise
-        fleet, folder = self._new_fleet(plan.label, count, timeout, port_faults)
+        fleet, folder = self._new_fleet(plan.label, count, timeout, port_faults, workers)
         if warm_start is not None:
             fleet.start_lines.append(warm_start.line(count))
-        fleet.workers_wanted = workers
         fleet.process_faults = ProcessFaults(given_process_faults)
         fleet.lock_faults = lock_faults
         try:
@@ -356,42 +335,6 @@ class FleetLauncher:
         if misses:
             raise AssertionError("\n".join([*misses, fleet.summary()]))
         return fleet
-
-    def _checked_arguments(
-        self,
-        argv: Sequence[str],
-        count: int,
-        ready: ready_module.Probe,
-        timeout: float | None,
-        ports: Sequence[int] | None,
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        cache: FakeHubCache | None = None,
-        workers: int | None = None,
-        native_accesses: bool = False,
-        warm: bool | str | None = None,
-        preload: Sequence[str] | None = None,
-    ) -> tuple[list[str], float]:
-        """``argv`` as a list and the time-out in seconds, or a clear error naming the
-        argument before anything starts (``launch_arguments.check_launch``)."""
-        checked = check_launch(
-            "server_fleet.launch()",
-            argv,
-            count=count,
-            ready=ready,
-            timeout=timeout,
-            default_timeout=self.default_timeout,
-            env=env,
-            cwd=cwd,
-            cache=cache,
-            ports=ports,
-            workers=workers,
-            native_accesses=native_accesses,
-            warm=warm,
-            preload=preload,
-        )
-        return checked.argv, checked.timeout
 
     def _warm_start(
         self,
@@ -472,13 +415,27 @@ class FleetLauncher:
         return [None] * count
 
     def _new_fleet(
-        self, label: str, count: int, timeout: float, port_faults: PortFaults
+        self,
+        label: str,
+        count: int,
+        timeout: float,
+        port_faults: PortFaults,
+        workers: int | None,
     ) -> tuple[Fleet, Path]:
         """A fleet with no members yet, behind a new barrier, and the folder for their output."""
         group = self.controller.barrier(count)
         folder = self.folder / f"fleet-{len(self.fleets)}"
         folder.mkdir(parents=True, exist_ok=True)
-        fleet = Fleet(label, timeout, group, self.controller, self.reaper, port_faults, self.races)
+        fleet = Fleet(
+            label,
+            timeout,
+            group,
+            self.controller,
+            self.reaper,
+            port_faults,
+            self.races,
+            workers_wanted=workers,
+        )
         self.fleets.append(fleet)
         return fleet, folder
 

@@ -1,29 +1,30 @@
 """``ServerFleet``, the ``server_fleet`` fixture: launch fleets, and explore their start-up.
 
-It launches through a ``FleetLauncher`` (``fleet.py``) and adds ``explore`` (every access point
-of a start-up raced, ``explore.py``). A ``startup_races(..., explore=True)`` case, once applied,
-tells it to explore its next launch (``explore_next_launch``): that launch explores instead of
-launching once.
+Each entry point checks its arguments into one ``LaunchSpec`` (``spec.py``) and passes it whole:
+``launch`` to the ``FleetLauncher`` (``launcher.py``), ``explore`` and ``explore_writer`` to
+their engines (``explore/``). A ``startup_races(..., explore=True)`` case, once applied, takes
+the test's launches (``route_launches``): it explores each through ``explore_launch``, a call of
+its own, and keeps what it found.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.faults.kinds import Fault
 from pytest_startup_guard.fleet import ready as ready_module
-from pytest_startup_guard.fleet.explore.explorer import ExploredFleet, Explorer
+from pytest_startup_guard.fleet.explore.explorer import Explorer
 from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
-from pytest_startup_guard.fleet.launch_arguments import check_launch
 from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
+from pytest_startup_guard.fleet.spec import Faults, LaunchSpec, Warm
 from pytest_startup_guard.races.base import Race
 from pytest_startup_guard.races.exploration import Exploration, ExploreSettings
 from pytest_startup_guard.races.hubrace import HubRace
@@ -31,7 +32,22 @@ from pytest_startup_guard.runtime.controller import RuntimeController
 
 if TYPE_CHECKING:
     from pytest_startup_guard.fleet.explore.writer import WriterExploration, WriterSettings
-    from pytest_startup_guard.fleet.warm.templates import WarmTemplates
+    from pytest_startup_guard.fleet.warm.templates import WarmMode, WarmTemplates
+
+
+class LaunchRoute(Protocol):
+    """What takes a test's launches instead of the launcher: an applied ``explore=True`` case."""
+
+    def launch(self, spec: LaunchSpec) -> Fleet: ...
+
+
+@dataclass(frozen=True)
+class ExploredLaunch:
+    """What ``explore_launch`` found, and the launch that ran clean (the fleet ``launch``
+    returns in an ``explore=True`` case)."""
+
+    exploration: Exploration
+    clean: Fleet
 
 
 class ServerFleet:
@@ -52,7 +68,7 @@ class ServerFleet:
         explore_settings: ExploreSettings | None = None,
         barrier_timeout: float = 20.0,
         warm_templates: WarmTemplates | None = None,
-        warm_default: str = "off",
+        warm_default: WarmMode = "off",
     ) -> None:
         self.launcher = FleetLauncher(
             controller,
@@ -76,7 +92,7 @@ class ServerFleet:
         # read from the environment, ``writer_exploration.writer_settings_of``)
         self.writer_explorations: list[WriterExploration] = []
         self.writer_settings: WriterSettings | None = None
-        self._explore_request: ExploreRequest | None = None
+        self._route: LaunchRoute | None = None
 
     @property
     def folder(self) -> Path:
@@ -97,11 +113,12 @@ class ServerFleet:
         """Every fleet launched so far, in order (an exploration's launches included)."""
         return self.launcher.fleets
 
-    def explore_next_launch(self, request: ExploreRequest) -> None:
-        """Make the next ``launch`` explore ``request`` (an applied ``explore=True`` case)."""
-        if self._explore_request is not None:
+    def route_launches(self, route: LaunchRoute) -> None:
+        """Send every later ``launch`` to ``route`` (an applied ``explore=True`` case explores
+        it), once per test."""
+        if self._route is not None:
             raise StartupGuardError("an explore=True case was already applied to this fleet")
-        self._explore_request = request
+        self._route = route
 
     def launch(
         self,
@@ -114,10 +131,10 @@ class ServerFleet:
         timeout: float | None = None,
         cwd: str | os.PathLike[str] | None = None,
         ports: Sequence[int] | None = None,
-        faults: Sequence[Fault] | Fault | None = None,
+        faults: Faults = None,
         workers: int | None = None,
         native_accesses: bool = False,
-        warm: bool | str | None = None,
+        warm: Warm = None,
         preload: Sequence[str] | None = None,
     ) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
@@ -145,52 +162,16 @@ class ServerFleet:
         parallel mode its member 0; the others raced the first points), stopped; the case's
         ``check`` judges the exploration."""
         __tracebackhide__ = True
-        request = self._explore_request
-        if request is not None:
-            checked = check_launch(
-                "server_fleet.launch()",
-                argv,
-                count=count,
-                ready=ready,
-                timeout=timeout,
-                default_timeout=self.launcher.default_timeout,
-                env=env,
-                cwd=cwd,
-                cache=cache,
-                ports=ports,
-                workers=workers,
-                native_accesses=native_accesses,
-                warm=warm,
-                preload=preload,
-            )
-            if native_accesses:
-                raise StartupGuardError(
-                    "native_accesses=True is not supported in an explore=True case yet: launch"
-                    " without explore to race native accesses"
-                )
-            if request.exploration is not None:
-                raise StartupGuardError(
-                    "an explore=True case explores at its first server_fleet.launch(); launch"
-                    " once, then startup_case.check(fleet)"
-                )
-            explorer = self._explorer(
-                ExploredFleet(checked.argv, count, ready, env, timeout, cwd, warm, preload)
-            )
-            exploration = explorer.run(
-                request.race, request.repo, request.filename, mode=request.mode
-            )
-            assert explorer.clean is not None
-            request.exploration, request.clean = exploration, explorer.clean
-            self.explorations.append(exploration)
-            return explorer.clean
-        return self.launcher.launch(
+        spec = LaunchSpec.checked(
+            "server_fleet.launch()",
             argv,
             count=count,
             ready=ready,
-            env=env,
-            cache=cache,
             timeout=timeout,
+            default_timeout=self.launcher.default_timeout,
+            env=env,
             cwd=cwd,
+            cache=cache,
             ports=ports,
             faults=faults,
             workers=workers,
@@ -198,6 +179,19 @@ class ServerFleet:
             warm=warm,
             preload=preload,
         )
+        if self._route is not None:
+            return self._route.launch(spec)
+        return self.launcher.launch(spec)
+
+    def explore_launch(self, spec: LaunchSpec, request: ExploreRequest) -> ExploredLaunch:
+        """Explore every access point of ``spec``'s start-up as an ``explore=True`` case asks
+        (``request``): what the exploration found, and the launch that ran clean."""
+        __tracebackhide__ = True
+        explorer = self._explorer(spec)
+        exploration = explorer.run(request.race, request.repo, request.filename, mode=request.mode)
+        assert explorer.clean is not None
+        self.explorations.append(exploration)
+        return ExploredLaunch(exploration, explorer.clean)
 
     def explore(
         self,
@@ -216,7 +210,7 @@ class ServerFleet:
         timeout: float | None = None,
         cwd: str | os.PathLike[str] | None = None,
         prune: bool = True,
-        warm: bool | str | None = None,
+        warm: Warm = None,
         preload: Sequence[str] | None = None,
     ) -> Exploration:
         """Race ``filename`` of ``repo`` at every access point of the fleet's start-up, one point
@@ -236,7 +230,7 @@ class ServerFleet:
         the others as covered by it; ``prune=False`` runs every point. ``warm=`` and
         ``preload=``: as ``launch`` takes them, for every launch of the exploration."""
         __tracebackhide__ = True
-        checked = check_launch(
+        spec = LaunchSpec.checked(
             "server_fleet.explore()",
             argv,
             count=count,
@@ -248,8 +242,7 @@ class ServerFleet:
             warm=warm,
             preload=preload,
         )
-        explored = ExploredFleet(checked.argv, count, ready, env, timeout, cwd, warm, preload)
-        exploration = self._explorer(explored).run(
+        exploration = self._explorer(spec).run(
             race,
             repo,
             filename,
@@ -295,7 +288,7 @@ class ServerFleet:
         )
 
         where = "server_fleet.explore_writer()"
-        checked = check_launch(
+        readers = LaunchSpec.checked(
             where,
             argv,
             count=count,
@@ -313,7 +306,7 @@ class ServerFleet:
             self.launcher,
             settings,
             self.folder / f"explore-writer-{len(self.writer_explorations)}",
-            ExploredFleet(checked.argv, count, ready, env, timeout, cwd),
+            readers,
         )
         exploration = explorer.run(command, wanted, wanted_points)
         self.writer_explorations.append(exploration)
@@ -328,7 +321,7 @@ class ServerFleet:
         """Stop every fleet launched (teardown does)."""
         self.launcher.stop_all()
 
-    def _explorer(self, fleet: ExploredFleet) -> Explorer:
+    def _explorer(self, spec: LaunchSpec) -> Explorer:
         if self.hub_race is None:
             raise StartupGuardError("server_fleet.explore() needs the test's hub_race")
         return Explorer(
@@ -336,8 +329,8 @@ class ServerFleet:
             self.hub_race,
             self.explore_settings,
             self.folder / f"explore-{len(self.explorations)}",
-            fleet,
+            spec,
         )
 
 
-__all__ = ["ServerFleet"]
+__all__ = ["ExploredLaunch", "LaunchRoute", "ServerFleet"]

@@ -43,7 +43,8 @@ from pytest_startup_guard.errors import (
 from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
-from pytest_startup_guard.fleet.server_fleet import ServerFleet
+from pytest_startup_guard.fleet.server_fleet import ExploredLaunch, ServerFleet
+from pytest_startup_guard.fleet.spec import LaunchSpec
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import RaceTarget
 from pytest_startup_guard.races.catalog import RACES, races_for_all, stale_races
@@ -233,6 +234,31 @@ class Judgement:
     undecided: bool = False  # failed only because the machine was too slow to decide
 
 
+class CaseExploration:
+    """An applied ``explore=True`` case's hold on the test's launches (``ServerFleet``'s
+    ``route_launches``): the first explores every access point, and what it found is kept."""
+
+    def __init__(self, fleets: ServerFleet, request: ExploreRequest) -> None:
+        self.fleets = fleets
+        self.request = request
+        self.found: ExploredLaunch | None = None
+
+    def launch(self, spec: LaunchSpec) -> Fleet:
+        __tracebackhide__ = True
+        if spec.native_accesses:
+            raise StartupGuardError(
+                "native_accesses=True is not supported in an explore=True case yet: launch"
+                " without explore to race native accesses"
+            )
+        if self.found is not None:
+            raise StartupGuardError(
+                "an explore=True case explores at its first server_fleet.launch(); launch"
+                " once, then startup_case.check(fleet)"
+            )
+        self.found = self.fleets.explore_launch(spec, self.request)
+        return self.found.clean
+
+
 class StartupCase:
     """The ``startup_case`` fixture: one case of the matrix, applied and judged."""
 
@@ -256,7 +282,7 @@ class StartupCase:
         self.path: Path | None = None  # what a generic race or stale lock was applied to
         self.entry: CorruptEntry | None = None  # a rebuild case's corrupted cache entry
         self.judgement: Judgement | None = None
-        self.explore_request: ExploreRequest | None = None  # explore=True: the launch explores
+        self.exploring: CaseExploration | None = None  # explore=True: it takes the launch
         self.applied_t: float | None = None  # time.monotonic() when apply() was done
 
     @property
@@ -309,8 +335,9 @@ class StartupCase:
                         " start-up: ask for the server_fleet fixture and launch it after apply()"
                     )
                 request = ExploreRequest(self.name, target, filename, self.spec.explore)
-                self.fleets.explore_next_launch(request)
-                self.explore_request = request
+                exploring = CaseExploration(self.fleets, request)
+                self.fleets.route_launches(exploring)
+                self.exploring = exploring
             else:  # check() judges hits
                 self.armed = self.races.arm(
                     self.name, target, filename, trigger=case_trigger, allow_miss=True
@@ -375,7 +402,8 @@ class StartupCase:
     @property
     def exploration(self) -> Exploration | None:
         """What the launch of an ``explore=True`` case explored (None before it, or otherwise)."""
-        return self.explore_request.exploration if self.explore_request is not None else None
+        found = self.exploring.found if self.exploring is not None else None
+        return found.exploration if found is not None else None
 
     @property
     def applied(self) -> bool:
@@ -399,8 +427,8 @@ class StartupCase:
         self._check_whole(whole)
         # Every worker's fate first (and counted as reported): a start-up is judged on every
         # process that did start-up work, not on the member's probe alone.
-        workers = fleet.worker_problems_by_server() if self.explore_request is None else {}
-        if self.explore_request is not None:
+        workers = fleet.worker_problems_by_server() if self.exploring is None else {}
+        if self.exploring is not None:
             problems = self._explored(fleet)
         elif self.kind == "transient":
             problems = self._transient(fleet, expect, workers)
@@ -452,7 +480,7 @@ class StartupCase:
             function("expect", expect, where, "a callable that takes a Server and says yes or no")
         released = launched.released_t
         if (
-            self.explore_request is None
+            self.exploring is None
             and released is not None
             and self.applied_t is not None
             and released < self.applied_t
@@ -608,14 +636,13 @@ class StartupCase:
 
     def _explored(self, fleet: Fleet) -> list[str]:
         """Survived at every access point: each point that did not is a problem."""
-        exploration = self.exploration
-        request = self.explore_request
-        if exploration is None or request is None or request.clean is not fleet:
+        found = self.exploring.found if self.exploring is not None else None
+        if found is None or found.clean is not fleet:
             raise StartupGuardError(
                 f"startup_case {self.spec.id} explores: check the fleet its server_fleet.launch()"
                 " returned after apply(); that launch explores every access point"
             )
-        return [outcome.problem() for outcome in exploration.not_survived]
+        return [outcome.problem() for outcome in found.exploration.not_survived]
 
     def _corrupt(self, fleet: Fleet) -> list[str]:
         assert self.repo is not None and self.filename is not None

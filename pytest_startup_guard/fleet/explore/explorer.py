@@ -23,17 +23,17 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
-from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.explore.request import check_mode, failure_line
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launcher import FleetLauncher
+from pytest_startup_guard.fleet.spec import LaunchSpec
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import Race, Target
 from pytest_startup_guard.races.catalog import get_race
@@ -90,20 +90,6 @@ class _Racing:
             trigger=on_access(nth=number, hold=self.hold),
             allow_miss=True,
         )
-
-
-@dataclass(frozen=True)
-class ExploredFleet:
-    """The fleet an exploration launches, as ``explore`` (or the case's ``launch``) was given it."""
-
-    argv: Sequence[str]
-    count: int
-    ready: ready_module.Probe
-    env: Mapping[str, str] | None = None
-    timeout: float | None = None
-    cwd: str | os.PathLike[str] | None = None
-    warm: bool | str | None = None  # as launch takes them: members forked from a template
-    preload: Sequence[str] | None = None
 
 
 @dataclass
@@ -170,13 +156,13 @@ class Explorer:
     races: HubRace
     settings: ExploreSettings
     folder: Path  # where each member's clone of the cache goes
-    fleet: ExploredFleet
+    spec: LaunchSpec  # the fleet an exploration launches, as explore (or the case's launch) got it
     clean: Fleet | None = None  # the launch that ran clean (parallel: its member 0)
 
     @property
     def count(self) -> int:
         """Members per launch."""
-        return self.fleet.count
+        return self.spec.count
 
     # -- the two modes ---------------------------------------------------------------------
 
@@ -428,24 +414,20 @@ class Explorer:
     ) -> Fleet:
         """Launch the fleet; with ``sites``, the clean processes (member 0 in parallel mode)
         report which code made each access (``point_groups``)."""
-        fleet = self.fleet
-        env = dict(fleet.env or {})
+        env = dict(self.spec.env or {})
         member_env = [dict(slot.cache.env) for slot in slots] if slots else []
         if sites and member_env:
             member_env[0][ACCESS_SITES_ENV] = "1"
         elif sites:
             env[ACCESS_SITES_ENV] = "1"
         return self.launcher.launch(
-            fleet.argv,
-            count=len(slots) if slots else self.count,  # a last parallel launch may need fewer
-            ready=fleet.ready,
-            env=env if fleet.env is not None or sites else None,
-            cache=cache,
-            timeout=fleet.timeout,
-            cwd=fleet.cwd,
-            member_env=member_env,
-            warm=fleet.warm,
-            preload=fleet.preload,
+            replace(
+                self.spec,
+                count=len(slots) if slots else self.count,  # a last parallel launch: fewer
+                env=env if self.spec.env is not None or sites else None,
+                cache=cache,
+                member_env=tuple(member_env),
+            )
         )
 
     def _watch(self, race: Race, target: Target) -> None:
@@ -526,4 +508,4 @@ class Explorer:
         )
 
 
-__all__ = ["ExploredFleet", "Explorer"]
+__all__ = ["Explorer"]

@@ -1,9 +1,8 @@
 """What the fleet side of exploring adds to the one exploration model (``races/exploration.py``).
 
-``ExploreRequest``: an applied ``startup_races(..., explore=True)`` case, which the case pushes
-to the fleet (``ServerFleet.explore_next_launch``) so that its next launch explores; and the
-words for a fleet member's failure at a point. The engine that runs the launches is
-``explore.py``.
+``ExploreRequest``: what an applied ``startup_races(..., explore=True)`` case explores at the
+test's launch (``ServerFleet.explore_launch``); and the words for a fleet member's failure at a
+point. The engine that runs the launches is ``explorer.py``.
 """
 
 from __future__ import annotations
@@ -13,24 +12,20 @@ from dataclasses import dataclass
 
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
-from pytest_startup_guard.races.exploration import FLEET_MODES, Exploration, Mode
+from pytest_startup_guard.races.exploration import FLEET_MODES, Mode
 
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failure)\b")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExploreRequest:
-    """An applied ``startup_races(..., explore=True)`` case: what its launch explores, and
-    once it has, what it found and the launch that ran clean (the fleet ``launch`` returns)."""
+    """What an applied ``startup_races(..., explore=True)`` case explores at its launch."""
 
     race: str
     repo: CachedRepo
     filename: str
     mode: Mode
-    exploration: Exploration | None = None
-    clean: Fleet | None = None
 
 
 def check_mode(mode: object, where: str) -> Mode:

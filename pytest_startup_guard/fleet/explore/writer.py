@@ -38,7 +38,6 @@ from typing import Literal
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
-from pytest_startup_guard.fleet.explore.explorer import ExploredFleet
 from pytest_startup_guard.fleet.explore.request import failure_line
 from pytest_startup_guard.fleet.explore.writer_steps import (
     LOCK_OPS,
@@ -55,6 +54,7 @@ from pytest_startup_guard.fleet.explore.writer_steps import (
 )
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launcher import FleetLauncher
+from pytest_startup_guard.fleet.spec import LaunchSpec
 from pytest_startup_guard.races.exploration import AccessPoint, ExploreSettings
 from pytest_startup_guard.races.hubrace import busiest_process
 from pytest_startup_guard.runtime.controller import (
@@ -409,7 +409,7 @@ class WriterExplorer:
     launcher: FleetLauncher
     settings: WriterSettings
     folder: Path
-    readers: ExploredFleet  # the readers' fleet, as explore_writer was given it
+    readers: LaunchSpec  # the readers' fleet, as explore_writer was given it
     runs: int = 0
     template: WriterTemplate | None = None
 
@@ -634,22 +634,10 @@ class WriterExplorer:
         return WriterRun(writer, self.controller, self.folder, self.runs)
 
     def _launch(self) -> Fleet:
-        readers = self.readers
-        return self.launcher.launch(
-            readers.argv,
-            count=readers.count,
-            ready=readers.ready,
-            env=readers.env,
-            timeout=readers.timeout,
-            cwd=readers.cwd,
-        )
+        return self.launcher.launch(self.readers)
 
     def _timeout(self) -> float:
-        return (
-            self.readers.timeout
-            if self.readers.timeout is not None
-            else self.launcher.default_timeout
-        )
+        return self.readers.timeout
 
     @staticmethod
     def _restore(cache: FakeHubCache, initial: Path) -> None:

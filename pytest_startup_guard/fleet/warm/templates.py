@@ -31,6 +31,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
@@ -41,6 +42,8 @@ from pytest_startup_guard.runtime.protocol import RUN_ENV
 from pytest_startup_guard.runtime.run_marker import new_tree
 
 MODULE = "pytest_startup_guard.fleet.warm.template"
+# How members start: cold, forked from a template, or forked where that is safe and cold where not.
+WarmMode = Literal["off", "on", "or_cold"]
 # Interpreter flags a template can take on for its members (it starts with them); any other
 # (-S, -I, -E, -P, -i, ...) changes what a cold start would do in ways a fork cannot copy.
 FLAGS_WITHOUT_VALUE = ("-u", "-B", "-O", "-OO", "-b", "-bb", "-q", "-d", "-v")
@@ -382,7 +385,19 @@ class WarmStart:
         )
 
 
-def warm_choice(warm: bool | str | None, preload: Sequence[str] | None, default: str) -> str:
+def warm_mode(value: str) -> WarmMode:
+    """The run's ``--startup-guard-warm`` as a ``WarmMode`` (the option checked its words)."""
+    for mode in get_args(WarmMode):
+        if value == mode:
+            return mode  # type: ignore[no-any-return]  # one of WarmMode's own values
+    raise ValueError(
+        f"unknown warm mode {value!r}: expected one of {', '.join(get_args(WarmMode))}"
+    )
+
+
+def warm_choice(
+    warm: bool | str | None, preload: Sequence[str] | None, default: WarmMode
+) -> WarmMode:
     """``off``, ``on`` or ``or_cold`` for one launch: ``warm=`` where given, ``on`` where only
     ``preload=`` is, else the run's ``--startup-guard-warm``."""
     if warm == "or_cold":
@@ -443,7 +458,7 @@ class WarmTemplates:
 
     def for_launch(
         self,
-        choice: str,
+        choice: WarmMode,
         label: str,
         command: Sequence[str],
         program: str,
@@ -544,9 +559,11 @@ __all__ = [
     "NotForkable",
     "Program",
     "Template",
+    "WarmMode",
     "WarmStart",
     "WarmTemplates",
     "forkable",
     "per_test",
     "warm_choice",
+    "warm_mode",
 ]

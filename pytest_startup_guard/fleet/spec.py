@@ -1,7 +1,12 @@
-"""The arguments of ``server_fleet.launch()`` and ``server_fleet.explore()``, checked before
-anything is cloned, leased or started.
+"""``LaunchSpec``: one launch as the user asked for it, checked once, passed whole.
 
-A mistake here would otherwise surface late and in someone else's words: ``env={"X": 1}`` as
+``server_fleet.launch()``, ``server_fleet.explore()`` and ``server_fleet.explore_writer()`` build
+one from their arguments (``LaunchSpec.checked``) before anything is cloned, leased or started;
+the launcher, the watcher, exploration and warm starts read it and never check again. An
+exploration launches variants of it (``dataclasses.replace``: another count, each member's
+cache).
+
+A mistake would otherwise surface late and in someone else's words: ``env={"X": 1}`` as
 ``Popen``'s ``TypeError`` naming neither ``env`` nor ``X``, a ``cwd`` that does not exist as a
 ``FileNotFoundError`` once the first member starts, a ``cache`` that is not a fake cache as an
 ``AttributeError``. Each check names the argument, the value and what is accepted.
@@ -12,8 +17,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, cast
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.checks import (
@@ -27,66 +34,112 @@ from pytest_startup_guard.checks import (
     whole_number,
 )
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
+from pytest_startup_guard.faults.kinds import Fault
+from pytest_startup_guard.fleet import ready as ready_module
 
 PROBES = "ready.http(), ready.tcp(), ready.log(...), ready.file(...) or ready.call(...)"
 PLACEHOLDERS = ("port", "index", "count", "port<i>")
-_PLACEHOLDER = re.compile(r"\{(\w*)\}")
+PLACEHOLDER = re.compile(r"\{(\w*)\}")
 _OTHER_PORT = re.compile(r"port(\d+)")  # {port0}: the port member 0 is told
+# ``warm=``: True (fork from a template), False (cold), "or_cold" (fork, or cold where forking
+# is unsafe), None (the run's --startup-guard-warm).
+Warm = bool | Literal["or_cold"] | None
+Faults = Sequence[Fault] | Fault | None
 
 
 @dataclass(frozen=True)
-class LaunchArguments:
-    """What a launch was given, checked: ``argv`` as a list, the time-out in seconds."""
+class LaunchSpec:
+    """One launch, checked: what each member runs, how many, how readiness is told, and what
+    the launch puts in their way. Built by ``checked``; variants by ``dataclasses.replace``."""
 
-    argv: list[str]
-    timeout: float
+    argv: tuple[str, ...]  # with its placeholders ({port}, {index}, ...): each member fills its own
+    count: int
+    ready: ready_module.Probe
+    timeout: float  # seconds of readiness per member (the fixture's default where none given)
+    env: Mapping[str, str] | None = None  # over the cache's env
+    cwd: Path | None = None
+    cache: FakeHubCache | None = None  # None: the test's hub_cache
+    ports: tuple[int, ...] | None = None  # the port each member is told, instead of a lease
+    faults: Faults = None  # as given: the faults wing checks and arms them (``faults.kinds``)
+    workers: int | None = None  # worker processes per member a member needs to be ready
+    native_accesses: bool = False
+    warm: Warm = None
+    preload: tuple[str, ...] | None = None
+    # Per member, over ``env``: an exploration's private caches (never a user's argument).
+    member_env: tuple[Mapping[str, str], ...] = field(default=())
 
-
-def check_launch(
-    where: str,
-    argv: object,
-    *,
-    count: object,
-    ready: object,
-    timeout: object,
-    default_timeout: float,
-    env: object = None,
-    cwd: object = None,
-    cache: object = None,
-    ports: object = None,
-    workers: object = None,
-    native_accesses: object = False,
-    warm: object = None,
-    preload: object = None,
-) -> LaunchArguments:
-    """Every argument of one launch, or an error naming the first bad one (``where``:
-    ``server_fleet.launch()`` or ``server_fleet.explore()``)."""
-    checked_argv = _argv(argv, where)
-    checked_count = whole_number("count", count, where, minimum=1)
-    _probe(ready, where)
-    checked_timeout = (
-        default_timeout if timeout is None else seconds("timeout", timeout, where, positive=True)
-    )
-    if env is not None:
-        environment("env", env, where)
-    if cwd is not None:
-        folder("cwd", cwd, where)
-    if cache is not None:
-        instance(
-            "cache",
-            cache,
-            FakeHubCache,
-            where,
-            "a FakeHubCache (the hub_cache fixture, or FakeHubCache(tmp_path / 'cache'))",
+    @classmethod
+    def checked(
+        cls,
+        where: str,
+        argv: object,
+        *,
+        count: object = 1,
+        ready: object,
+        timeout: object = None,
+        default_timeout: float,
+        env: object = None,
+        cwd: object = None,
+        cache: object = None,
+        ports: object = None,
+        faults: object = None,
+        workers: object = None,
+        native_accesses: object = False,
+        warm: object = None,
+        preload: object = None,
+    ) -> LaunchSpec:
+        """Every argument of one launch, or an error naming the first bad one (``where``:
+        ``server_fleet.launch()``, ``server_fleet.explore()``, ...)."""
+        checked_argv = _argv(argv, where)
+        checked_count = whole_number("count", count, where, minimum=1)
+        probe = _probe(ready, where)
+        checked_timeout = (
+            default_timeout
+            if timeout is None
+            else seconds("timeout", timeout, where, positive=True)
         )
-    if ports is not None:
-        _ports(ports, checked_count, where)
-    if workers is not None:
-        whole_number("workers", workers, where, minimum=1, meaning="worker processes per member")
-    flag("native_accesses", native_accesses, where)
-    _warm(warm, preload, where)
-    _placeholders(checked_argv, where, checked_count)
-    return LaunchArguments(checked_argv, checked_timeout)
+        checked_env = environment("env", env, where) if env is not None else None
+        checked_cwd = folder("cwd", cwd, where) if cwd is not None else None
+        checked_cache = None
+        if cache is not None:
+            checked_cache = instance(
+                "cache",
+                cache,
+                FakeHubCache,
+                where,
+                "a FakeHubCache (the hub_cache fixture, or FakeHubCache(tmp_path / 'cache'))",
+            )
+        checked_ports = _ports(ports, checked_count, where) if ports is not None else None
+        checked_workers = (
+            whole_number(
+                "workers", workers, where, minimum=1, meaning="worker processes per member"
+            )
+            if workers is not None
+            else None
+        )
+        native = flag("native_accesses", native_accesses, where)
+        checked_warm, checked_preload = _warm(warm, preload, where)
+        _placeholders(checked_argv, where, checked_count)
+        return cls(
+            argv=tuple(checked_argv),
+            count=checked_count,
+            ready=probe,
+            timeout=checked_timeout,
+            env=checked_env,
+            cwd=checked_cwd,
+            cache=checked_cache,
+            ports=checked_ports,
+            faults=cast(Faults, faults),  # the faults wing checks them as it arms them
+            workers=checked_workers,
+            native_accesses=native,
+            warm=checked_warm,
+            preload=checked_preload,
+        )
+
+    @property
+    def label(self) -> str:
+        """The command as a shell would show it, placeholders unfilled."""
+        return " ".join(shlex.quote(arg) for arg in self.argv)
 
 
 def _argv(argv: object, where: str) -> list[str]:
@@ -125,10 +178,10 @@ def _argv(argv: object, where: str) -> list[str]:
     return parts
 
 
-def _probe(ready: object, where: str) -> None:
+def _probe(ready: object, where: str) -> ready_module.Probe:
     """A readiness probe made by one of the ``ready`` functions (not the function itself)."""
     if hasattr(ready, "check") and hasattr(ready, "describe"):
-        return
+        return cast(ready_module.Probe, ready)  # it has what the watcher calls
     if hasattr(ready, "check"):  # a probe of the user's own: say what it lacks
         raise ArgumentTypeError(
             f"invalid ready={shown(ready)} for {where}: a probe needs check(member) and"
@@ -140,11 +193,11 @@ def _probe(ready: object, where: str) -> None:
 
 
 _PROBE_NAMES = ("http", "tcp", "log", "file", "call")
-WARM_CHOICES = (True, False, "or_cold")
+WARM_CHOICES: tuple[Warm, ...] = (True, False, "or_cold")
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-def _warm(warm: object, preload: object, where: str) -> None:
+def _warm(warm: object, preload: object, where: str) -> tuple[Warm, tuple[str, ...] | None]:
     """``warm``: None (the run's ``--startup-guard-warm``), True, False or ``"or_cold"``;
     ``preload``: None or module names to import once in the template (``fleet/warm/templates.py``)."""
     if warm is not None and not isinstance(warm, bool) and warm != "or_cold":
@@ -154,8 +207,9 @@ def _warm(warm: object, preload: object, where: str) -> None:
             " template, refused where forking is unsafe), 'or_cold' (fork, or start cold and"
             " say why), False (start cold) or None (the run's --startup-guard-warm)"
         )
+    checked_warm: Warm = warm if warm is None or isinstance(warm, bool) else "or_cold"
     if preload is None:
-        return
+        return checked_warm, None
     names = texts("preload", preload, where, meaning="module names to import once", empty=False)
     for position, name in enumerate(names):
         if not _MODULE_NAME.fullmatch(name):
@@ -168,9 +222,10 @@ def _warm(warm: object, preload: object, where: str) -> None:
             f"invalid warm=False with preload={shown(names)} for {where}: preload= forks the"
             " members from a template that imported those modules; drop warm=False, or preload="
         )
+    return checked_warm, tuple(names)
 
 
-def _ports(ports: object, count: int, where: str) -> None:
+def _ports(ports: object, count: int, where: str) -> tuple[int, ...]:
     if isinstance(ports, (str, bytes)) or not isinstance(ports, Sequence):
         raise ArgumentTypeError(
             f"invalid ports={shown(ports)} for {where}: expected a list of port numbers, one per"
@@ -181,8 +236,10 @@ def _ports(ports: object, count: int, where: str) -> None:
             f"invalid ports={shown(list(ports))} for {where}: {len(ports)} port(s) for"
             f" count={count}; give one port per member"
         )
-    for position, port in enumerate(ports):
+    return tuple(
         whole_number(f"ports[{position}]", port, where, minimum=1, maximum=65535)
+        for position, port in enumerate(ports)
+    )
 
 
 def _placeholders(argv: Sequence[str], where: str, count: int) -> None:
@@ -190,7 +247,7 @@ def _placeholders(argv: Sequence[str], where: str, count: int) -> None:
     (as ``launcher.fill_placeholders`` reads them: ``{{`` and ``}}`` write braces around
     anything else)."""
     for position, arg in enumerate(argv):
-        for match in _PLACEHOLDER.finditer(arg):
+        for match in PLACEHOLDER.finditer(arg):
             other = _OTHER_PORT.fullmatch(match.group(1))
             if other is not None:
                 if int(other.group(1)) >= count:
@@ -208,4 +265,4 @@ def _placeholders(argv: Sequence[str], where: str, count: int) -> None:
                 )
 
 
-__all__ = ["PLACEHOLDERS", "PROBES", "WARM_CHOICES", "LaunchArguments", "check_launch"]
+__all__ = ["PLACEHOLDERS", "PROBES", "WARM_CHOICES", "Faults", "LaunchSpec", "Warm"]
