@@ -140,27 +140,16 @@ class ServerFleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
         exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
 
-        ``preload=["transformers", ...]``: fork the members from a warm template that imported
-        those modules once (one per distinct command and environment, kept for the session);
-        ``warm=True`` without ``preload=`` finds them by a probe run of the start-up, up to its
-        first cache access. Where forking is unsafe (threads, a GPU context, a shared socket or
-        lock, not a Python program) the launch is refused, or with ``warm="or_cold"`` starts
-        cold and the fleet summary says why. ``warm=None``: the run's ``--startup-guard-warm``.
+        ``faults=[...]``: what the launch puts in the members' way (``faults/``); one that no
+        member met raises ``AssertionError`` here, unless made with ``allow_miss=True``.
+        ``workers=N``: a member is ready once N of its worker processes are up.
+        ``native_accesses=True``: file calls made in native code are accesses too (an
+        ``LD_PRELOAD`` interposer). ``preload=[...]`` / ``warm=True``: fork the members from a
+        warm template (``warm="or_cold"``: or start cold where forking is unsafe; ``None``:
+        the run's ``--startup-guard-warm``). docs/fleet.md and docs/warm.md say the rest.
 
-        ``native_accesses=True``: every process of the fleet also reports the file calls made
-        in native code (C, C++, Rust: ``open``, ``fopen``, ``rename``, ``mkdir``, ``unlink``,
-        ``flock``, ...) through an ``LD_PRELOAD`` interposer built with the system's C compiler,
-        so triggers, hits and ``fs_error`` reach them as they reach Python's (Linux, glibc).
-
-        ``faults``: port faults (``port_taken``, ``same_port``); one that no member met raises
-        ``AssertionError`` here, unless it was made with ``allow_miss=True``. ``workers=N``: a
-        member is ready only once N of its worker processes are up (servers that start their
-        own workers: ``uvicorn --workers N``, ``gunicorn -w N``, a launcher).
-
-        In an applied ``startup_races(..., explore=True)`` case this explores every access
-        point instead (``explore``) and returns the fleet of the launch that ran clean (in
-        parallel mode its member 0; the others raced the first points), stopped; the case's
-        ``check`` judges the exploration."""
+        In an applied ``startup_races(..., explore=True)`` case the case takes the launch: it
+        explores every access point and returns the fleet of the launch that ran clean."""
         __tracebackhide__ = True
         spec = LaunchSpec.checked(
             "server_fleet.launch()",
@@ -216,19 +205,14 @@ class ServerFleet:
         """Race ``filename`` of ``repo`` at every access point of the fleet's start-up, one point
         per run, and return how each run fared (``.assert_all_survived()``).
 
-        An access point is a process's nth access of the repo (``on_access(nth=n)``): the points
-        are those of the busiest process of a clean start-up. ``mode="parallel"`` gives every
-        member a private clone of the cache and a point of its own, so a launch of ``count``
-        members explores ``count`` points at once (the first launch's member 0 runs clean and
-        finds the points); ``mode="sequential"`` launches the whole fleet on the one cache once
-        clean and then once per point, for members that must share it. ``points=[...]`` (or
-        ``--startup-guard-explore-point=N``) explores only those.
-
-        ``prune=True`` (the default) runs one point of each group of points that can only end
-        the same way (``races/point_groups.py``: their windows meet the same access of what the
-        race changes, or a repeat of it by the same code, or nothing it changes) and reports
-        the others as covered by it; ``prune=False`` runs every point. ``warm=`` and
-        ``preload=``: as ``launch`` takes them, for every launch of the exploration."""
+        An access point is a process's nth access of the repo (``on_access(nth=n)``), those of
+        the busiest process of a clean start-up. ``mode="parallel"`` gives every member a
+        private clone of the cache and a point of its own; ``mode="sequential"`` launches the
+        whole fleet on the one cache once per point. ``points=[...]`` (or
+        ``--startup-guard-explore-point=N``) explores only those; ``prune=True`` (the default)
+        runs one point of each group that can only end the same way
+        (``races/point_groups.py``) and reports the others as covered by it. ``warm=`` and
+        ``preload=``: as ``launch`` takes them. docs/fleet.md says the rest."""
         __tracebackhide__ = True
         spec = LaunchSpec.checked(
             "server_fleet.explore()",

@@ -98,17 +98,7 @@ class LaunchSpec:
             if timeout is None
             else seconds("timeout", timeout, where, positive=True)
         )
-        checked_env = environment("env", env, where) if env is not None else None
-        checked_cwd = folder("cwd", cwd, where) if cwd is not None else None
-        checked_cache = None
-        if cache is not None:
-            checked_cache = instance(
-                "cache",
-                cache,
-                FakeHubCache,
-                where,
-                "a FakeHubCache (the hub_cache fixture, or FakeHubCache(tmp_path / 'cache'))",
-            )
+        checked_env, checked_cwd, checked_cache = _where_members_run(env, cwd, cache, where)
         checked_ports = _ports(ports, checked_count, where) if ports is not None else None
         checked_workers = (
             whole_number(
@@ -140,6 +130,26 @@ class LaunchSpec:
     def label(self) -> str:
         """The command as a shell would show it, placeholders unfilled."""
         return " ".join(shlex.quote(arg) for arg in self.argv)
+
+
+def _where_members_run(
+    env: object, cwd: object, cache: object, where: str
+) -> tuple[dict[str, str] | None, Path | None, FakeHubCache | None]:
+    """``env`` (over the cache's), ``cwd`` and ``cache``, each checked where given."""
+    checked_cache = None
+    if cache is not None:
+        checked_cache = instance(
+            "cache",
+            cache,
+            FakeHubCache,
+            where,
+            "a FakeHubCache (the hub_cache fixture, or FakeHubCache(tmp_path / 'cache'))",
+        )
+    return (
+        environment("env", env, where) if env is not None else None,
+        folder("cwd", cwd, where) if cwd is not None else None,
+        checked_cache,
+    )
 
 
 def _argv(argv: object, where: str) -> list[str]:

@@ -325,23 +325,7 @@ class StartupCase:
                     f"startup_case {self.spec.id}: apply(repo, filename) needs the file's name"
                     f" in the repo, not {filename!r}"
                 )
-            if self.kind == "corrupt":
-                target.cache.corrupt(target, filename, self.name)
-            elif self.spec.explore is not None:  # nothing armed: the launch explores
-                RaceTarget.of(target, filename, None)  # a file the repo lacks: an error now
-                if self.fleets is None:
-                    raise StartupGuardError(
-                        f"startup_case {self.spec.id} explores every access point of a fleet's"
-                        " start-up: ask for the server_fleet fixture and launch it after apply()"
-                    )
-                request = ExploreRequest(self.name, target, filename, self.spec.explore)
-                exploring = CaseExploration(self.fleets, request)
-                self.fleets.route_launches(exploring)
-                self.exploring = exploring
-            else:  # check() judges hits
-                self.armed = self.races.arm(
-                    self.name, target, filename, trigger=case_trigger, allow_miss=True
-                )
+            self._apply_to_file(target, filename, case_trigger)
             self.repo, self.filename = target, filename  # applied: only once it worked
             self.target = f"{filename} of {target}"
             self.applied_t = time.monotonic()
@@ -361,6 +345,29 @@ class StartupCase:
         self.path = Path(getattr(self.armed.target, "path", target))
         self.target = self.armed.target.label
         self.applied_t = time.monotonic()
+
+    def _apply_to_file(
+        self, target: CachedRepo, filename: str, case_trigger: Trigger | None
+    ) -> None:
+        """Corrupt ``filename`` of the repo, arm the race on it, or (``explore=True``) take the
+        test's launch to explore it."""
+        if self.kind == "corrupt":
+            target.cache.corrupt(target, filename, self.name)
+        elif self.spec.explore is not None:  # nothing armed: the launch explores
+            RaceTarget.of(target, filename, None)  # a file the repo lacks: an error now
+            if self.fleets is None:
+                raise StartupGuardError(
+                    f"startup_case {self.spec.id} explores every access point of a fleet's"
+                    " start-up: ask for the server_fleet fixture and launch it after apply()"
+                )
+            request = ExploreRequest(self.name, target, filename, self.spec.explore)
+            exploring = CaseExploration(self.fleets, request)
+            self.fleets.route_launches(exploring)
+            self.exploring = exploring
+        else:  # check() judges hits
+            self.armed = self.races.arm(
+                self.name, target, filename, trigger=case_trigger, allow_miss=True
+            )
 
     def _apply_rebuild(self, target: object, filename: object) -> None:
         """Write the case's corruption onto the cache entry at ``target`` (a plain file under a

@@ -213,19 +213,7 @@ class Explorer:
         started = time.monotonic()
         try:
             run = _Run(exploration, racing, repo, wanted)
-            if not prune:
-                exploration.unpruned = "prune=False"
-            elif self.settings.every_point:
-                exploration.unpruned = "--startup-guard-explore-all"
-            elif wanted is not None:
-                exploration.unpruned = "only the points asked for were explored"
-            else:
-                run.changed = self._changes(racing, repo)
-                if not run.changed:
-                    exploration.unpruned = (
-                        "the race changes nothing a look at the cache can see, so every access"
-                        " may differ"
-                    )
+            self._plan_pruning(run, prune)
             if checked_mode == "parallel":
                 self._parallel(run)
             else:
@@ -233,6 +221,24 @@ class Explorer:
         finally:
             exploration.seconds = time.monotonic() - started
         return exploration
+
+    def _plan_pruning(self, run: _Run, prune: bool) -> None:
+        """Group the points (``run.changed``: what the race changes), or say why every point
+        is explored (``unpruned``)."""
+        exploration = run.exploration
+        if not prune:
+            exploration.unpruned = "prune=False"
+        elif self.settings.every_point:
+            exploration.unpruned = "--startup-guard-explore-all"
+        elif run.wanted is not None:
+            exploration.unpruned = "only the points asked for were explored"
+        else:
+            run.changed = self._changes(run.racing, run.repo)
+            if not run.changed:
+                exploration.unpruned = (
+                    "the race changes nothing a look at the cache can see, so every access"
+                    " may differ"
+                )
 
     def _changes(self, racing: _Racing, repo: CachedRepo) -> frozenset[str]:
         """What the race changes, relative to the cache root: measured on a scratch clone."""
