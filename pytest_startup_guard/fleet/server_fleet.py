@@ -9,7 +9,6 @@ its own, and keeps what it found.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,20 +16,21 @@ from typing import TYPE_CHECKING, Protocol
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.explore.explorer import Explorer
 from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
-from pytest_startup_guard.fleet.spec import Faults, LaunchSpec, Warm
+from pytest_startup_guard.fleet.spec import ExploreOptions, FleetOptions, LaunchOptions, LaunchSpec
 from pytest_startup_guard.races.base import Race
 from pytest_startup_guard.races.exploration import Exploration, ExploreSettings
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import RuntimeController
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing has it from Python 3.11
+
     from pytest_startup_guard.fleet.explore.writer import WriterExploration, WriterSettings
     from pytest_startup_guard.fleet.warm.templates import WarmMode, WarmTemplates
 
@@ -120,23 +120,7 @@ class ServerFleet:
             raise StartupGuardError("an explore=True case was already applied to this fleet")
         self._route = route
 
-    def launch(
-        self,
-        argv: Sequence[str],
-        *,
-        count: int = 1,
-        ready: ready_module.Probe,
-        env: Mapping[str, str] | None = None,
-        cache: FakeHubCache | None = None,
-        timeout: float | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        ports: Sequence[int] | None = None,
-        faults: Faults = None,
-        workers: int | None = None,
-        native_accesses: bool = False,
-        warm: Warm = None,
-        preload: Sequence[str] | None = None,
-    ) -> Fleet:
+    def launch(self, argv: Sequence[str], **options: Unpack[LaunchOptions]) -> Fleet:
         """Start ``count`` processes of ``argv`` at once; return when each is ready, has
         exited, or has passed the readiness time-out. Ready ones run until ``stop``/teardown.
 
@@ -154,19 +138,9 @@ class ServerFleet:
         spec = LaunchSpec.checked(
             "server_fleet.launch()",
             argv,
-            count=count,
-            ready=ready,
-            timeout=timeout,
+            options,
+            LaunchOptions,
             default_timeout=self.launcher.default_timeout,
-            env=env,
-            cwd=cwd,
-            cache=cache,
-            ports=ports,
-            faults=faults,
-            workers=workers,
-            native_accesses=native_accesses,
-            warm=warm,
-            preload=preload,
         )
         if self._route is not None:
             return self._route.launch(spec)
@@ -189,18 +163,12 @@ class ServerFleet:
         repo: CachedRepo,
         filename: str,
         *,
-        count: int = 1,
-        ready: ready_module.Probe,
         points: Sequence[int] | None = None,
         mode: str = "parallel",
         hold: float = 0.5,
         revision: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        cwd: str | os.PathLike[str] | None = None,
         prune: bool = True,
-        warm: Warm = None,
-        preload: Sequence[str] | None = None,
+        **options: Unpack[ExploreOptions],
     ) -> Exploration:
         """Race ``filename`` of ``repo`` at every access point of the fleet's start-up, one point
         per run, and return how each run fared (``.assert_all_survived()``).
@@ -217,14 +185,9 @@ class ServerFleet:
         spec = LaunchSpec.checked(
             "server_fleet.explore()",
             argv,
-            count=count,
-            ready=ready,
-            timeout=timeout,
+            options,
+            ExploreOptions,
             default_timeout=self.launcher.default_timeout,
-            env=env,
-            cwd=cwd,
-            warm=warm,
-            preload=preload,
         )
         exploration = self._explorer(spec).run(
             race,
@@ -244,14 +207,10 @@ class ServerFleet:
         writer: object,
         argv: Sequence[str],
         *,
-        count: int = 1,
-        ready: ready_module.Probe,
-        env: Mapping[str, str] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        timeout: float | None = None,
         points: Sequence[int] | None = None,
         pairs: Sequence[tuple[int, int]] | None = None,
         cache: FakeHubCache | None = None,
+        **options: Unpack[FleetOptions],
     ) -> WriterExploration:
         """Pause the real ``writer`` (``hub_remote.writer(...)``, or a plain argv writing
         ``cache``, by default the test's ``hub_cache``) after each of its steps, with the
@@ -273,14 +232,7 @@ class ServerFleet:
 
         where = "server_fleet.explore_writer()"
         readers = LaunchSpec.checked(
-            where,
-            argv,
-            count=count,
-            ready=ready,
-            timeout=timeout,
-            default_timeout=self.launcher.default_timeout,
-            env=env,
-            cwd=cwd,
+            where, argv, options, FleetOptions, default_timeout=self.launcher.default_timeout
         )
         command = checked_writer(writer, cache or self.default_cache, where)
         wanted = checked_pairs(pairs, where)

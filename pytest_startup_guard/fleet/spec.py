@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, TypedDict, cast
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.checks import (
@@ -37,6 +37,9 @@ from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 from pytest_startup_guard.faults.kinds import Fault
 from pytest_startup_guard.fleet import ready as ready_module
 
+if TYPE_CHECKING:
+    from typing_extensions import Required  # typing has it from Python 3.11
+
 PROBES = "ready.http(), ready.tcp(), ready.log(...), ready.file(...) or ready.call(...)"
 PLACEHOLDERS = ("port", "index", "count", "port<i>")
 PLACEHOLDER = re.compile(r"\{(\w*)\}")
@@ -45,6 +48,33 @@ _OTHER_PORT = re.compile(r"port(\d+)")  # {port0}: the port member 0 is told
 # is unsafe), None (the run's --startup-guard-warm).
 Warm = bool | Literal["or_cold"] | None
 Faults = Sequence[Fault] | Fault | None
+
+
+class FleetOptions(TypedDict, total=False):
+    """The keywords of every entry point that starts a fleet (``explore_writer``'s readers)."""
+
+    count: int
+    ready: Required[ready_module.Probe]
+    env: Mapping[str, str] | None
+    timeout: float | None
+    cwd: str | os.PathLike[str] | None
+
+
+class ExploreOptions(FleetOptions, total=False):
+    """``server_fleet.explore()``'s keywords for the fleet it launches."""
+
+    warm: Warm
+    preload: Sequence[str] | None
+
+
+class LaunchOptions(ExploreOptions, total=False):
+    """``server_fleet.launch()``'s keywords."""
+
+    cache: FakeHubCache | None
+    ports: Sequence[int] | None
+    faults: Faults
+    workers: int | None
+    native_accesses: bool
 
 
 @dataclass(frozen=True)
@@ -73,23 +103,28 @@ class LaunchSpec:
         cls,
         where: str,
         argv: object,
+        options: Mapping[str, object],
+        accepted: type[FleetOptions],
         *,
-        count: object = 1,
-        ready: object,
-        timeout: object = None,
         default_timeout: float,
-        env: object = None,
-        cwd: object = None,
-        cache: object = None,
-        ports: object = None,
-        faults: object = None,
-        workers: object = None,
-        native_accesses: object = False,
-        warm: object = None,
-        preload: object = None,
     ) -> LaunchSpec:
         """Every argument of one launch, or an error naming the first bad one (``where``:
-        ``server_fleet.launch()``, ``server_fleet.explore()``, ...)."""
+        ``server_fleet.launch()``, ``server_fleet.explore()``, ...). ``options`` are the
+        keywords the entry point was given, ``accepted`` the ones it takes."""
+        known = set(accepted.__annotations__)  # a TypedDict's, its bases' included
+        for name in options:
+            if name not in known:
+                raise ArgumentTypeError(
+                    f"{where} got an unexpected keyword argument {name!r}; it takes"
+                    f" {', '.join(sorted(known))}"
+                )
+        if "ready" not in options:
+            raise ArgumentTypeError(f"{where} needs ready=: {PROBES}")
+        count, ready, timeout = options.get("count", 1), options["ready"], options.get("timeout")
+        env, cwd, cache = options.get("env"), options.get("cwd"), options.get("cache")
+        ports, faults, workers = options.get("ports"), options.get("faults"), options.get("workers")
+        native_accesses = options.get("native_accesses", False)
+        warm, preload = options.get("warm"), options.get("preload")
         checked_argv = _argv(argv, where)
         checked_count = whole_number("count", count, where, minimum=1)
         probe = _probe(ready, where)
@@ -275,4 +310,14 @@ def _placeholders(argv: Sequence[str], where: str, count: int) -> None:
                 )
 
 
-__all__ = ["PLACEHOLDERS", "PROBES", "WARM_CHOICES", "Faults", "LaunchSpec", "Warm"]
+__all__ = [
+    "PLACEHOLDERS",
+    "PROBES",
+    "WARM_CHOICES",
+    "ExploreOptions",
+    "Faults",
+    "FleetOptions",
+    "LaunchOptions",
+    "LaunchSpec",
+    "Warm",
+]
