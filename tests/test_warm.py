@@ -136,7 +136,7 @@ def test_forked_config_servers_come_up_get_hit_and_die_as_cold_ones(
             server = fleet.servers[0]
             assert (server.state, server.returncode) == ("exited", 1), fleet.summary()
             assert "Traceback (most recent call last)" in server.output
-            assert "warm_template" not in server.output and "runpy" not in server.output
+            assert "warm/template.py" not in server.output and "runpy" not in server.output
             assert "server failed to start" in server.output
             with open(os.environ["FLEET_PIDS"] + f".reason-{warm}", "w") as out:
                 out.write(server.report().split("output (last lines)")[0].split("\\n", 1)[1])
@@ -212,7 +212,7 @@ def test_refusals_name_their_cause_and_or_cold_starts_cold(
             assert fnmatch.fnmatch(message, "*cannot fork the members of*" + cause + "*"), message
             assert "warm='or_cold'" in message
             if preload:
-                assert "template command: `" in message and "warm_template --serve" in message
+                assert "template command: `" in message and "fleet.warm.template --serve" in message
             fleet = server_fleet.launch(argv, ready=ready.log("up"), warm="or_cold", preload=preload)
             record(fleet)
             fleet.assert_all_ready()
