@@ -246,13 +246,7 @@ def _report_bind(args: tuple[Any, ...]) -> None:
         "pid": os.getpid(),
         "tid": _thread.get_ident(),
     }
-    set_unobserved(True)
-    try:
-        client.ask(message)
-    except Exception:  # nothing here may ever break the caller's bind
-        pass
-    finally:
-        set_unobserved(False)
+    client.ask_unobserved(message)
 
 
 def set_footprint(on: bool) -> None:

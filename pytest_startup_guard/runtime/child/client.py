@@ -12,6 +12,7 @@ import _socket
 import _thread
 import time
 
+from pytest_startup_guard.runtime.observation import is_unobserved, set_unobserved
 from pytest_startup_guard.runtime.protocol import FrameReader, decode, encode
 
 TYPE_CHECKING = False
@@ -87,6 +88,19 @@ class Client:
                 return reply
             time.sleep(min(float(wait), MAX_WAIT))
             message = {**message, "again": True, "t": time.monotonic()}
+
+    def ask_unobserved(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """``ask`` from inside a call of the program (a bind, a close, a lock call): this
+        thread's file operations meanwhile are the plugin's own talk, not accesses, and nothing
+        here may break the caller's call (None, as when the controller is gone)."""
+        previous = is_unobserved()
+        set_unobserved(True)
+        try:
+            return self.ask(message)
+        except Exception:
+            return None
+        finally:
+            set_unobserved(previous)
 
     def notify(self, message: dict[str, Any], wait: float = 0.0) -> None:
         """Send a message that gets no reply, never waiting for another sender longer than

@@ -34,7 +34,7 @@ import _weakref
 import os
 import time
 
-from pytest_startup_guard.runtime.observation import is_unobserved, set_unobserved
+from pytest_startup_guard.runtime.observation import is_unobserved
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -134,10 +134,4 @@ def _report(host: str, port: int) -> None:
         "tid": _thread.get_ident(),
         "again": False,
     }
-    set_unobserved(True)
-    try:
-        client.ask(message)
-    except Exception:  # nothing here may ever break the caller's close
-        pass
-    finally:
-        set_unobserved(False)
+    client.ask_unobserved(message)
