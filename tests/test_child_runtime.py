@@ -333,8 +333,9 @@ def test_child_side_modules_load_built_in_modules_only() -> None:
         "print(json.dumps({name: getattr(sys.modules[name], '__file__', None) for name in new}))"
     )
     loaded = json.loads(
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        .stdout
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
     )
     ours = {name for name in loaded if name.split(".")[0] == "pytest_startup_guard"}
     children = {
