@@ -305,3 +305,51 @@ def test_a_listener_that_cannot_listen_is_refused_where_it_is_given() -> None:
             match=r"invalid listener 'x' for child_runtime.add_listener\(\): expected a function",
         ):
             controller.add_listener("x")  # type: ignore[arg-type]
+
+
+# What a child process loads at interpreter start, besides the modules every interpreter has
+# loaded by then: the boot hook and, through it, the whole child package.
+CHILD_START = ("pytest_startup_guard.runtime.boot", "pytest_startup_guard.runtime.child")
+# Pure-Python standard modules a child may still load: ``from __future__ import annotations``.
+CHILD_START_ALLOWED = {"__future__"}
+
+
+def test_child_side_modules_load_built_in_modules_only() -> None:
+    """Every module a child imports at interpreter start (``runtime/boot.py``, every module of
+    ``runtime/child/``, ``observation``, ``protocol`` and the package ``__init__`` files) loads
+    built-in or extension modules only: json, socket, threading or typing would add tens of
+    milliseconds to each process's start."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pytest_startup_guard.runtime.child as child_package
+
+    code = (
+        "import sys; before = set(sys.modules)\n"
+        + "".join(f"import {name}\n" for name in CHILD_START)
+        + "new = sorted(set(sys.modules) - before)\nimport json\n"
+        "print(json.dumps({name: getattr(sys.modules[name], '__file__', None) for name in new}))"
+    )
+    loaded = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    ours = {name for name in loaded if name.split(".")[0] == "pytest_startup_guard"}
+    children = {
+        f"pytest_startup_guard.runtime.child.{path.stem}"
+        for path in Path(child_package.__file__).parent.glob("*.py")
+        if path.stem != "__init__"
+    }
+    assert children <= ours, f"not loaded at start: {sorted(children - ours)}"
+    pure_python = {
+        name
+        for name, file in loaded.items()
+        if name not in ours
+        and file is not None
+        and file.endswith(".py")
+        and name not in CHILD_START_ALLOWED
+    }
+    assert not pure_python, f"a child's start loads {sorted(pure_python)}"

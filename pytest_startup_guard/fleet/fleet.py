@@ -39,7 +39,8 @@ from pytest_startup_guard.fleet.workers import (
 )
 from pytest_startup_guard.races.armed import Hit
 from pytest_startup_guard.races.hubrace import HubRace
-from pytest_startup_guard.runtime.controller import BarrierGroup, RuntimeController
+from pytest_startup_guard.runtime.barrier import BarrierGroup
+from pytest_startup_guard.runtime.controller import RuntimeController
 from pytest_startup_guard.runtime.process_group import (
     ByPid,
     Child,

@@ -29,21 +29,19 @@ that never said hello (not Python, or not under the plan) are kept in ``reaped``
 from __future__ import annotations
 
 import os
-import select
-import selectors
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.checks import text as checked_text
 from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.runtime import child as childruntime
+from pytest_startup_guard.runtime.barrier import BarrierGroup
 from pytest_startup_guard.runtime.events import (
     BIND_OP,
     TEST_PROCESS,
@@ -53,30 +51,20 @@ from pytest_startup_guard.runtime.events import (
     LockEvent,
     ProbeEvent,
     ProcessRecord,
-    ReleaseListener,
     RuntimeListener,
     bind_path,
     file_op,
 )
 from pytest_startup_guard.runtime.footprint import FootprintEvent
+from pytest_startup_guard.runtime.holds import AccessHolds
 from pytest_startup_guard.runtime.native.doubles import NativeDoubles
 from pytest_startup_guard.runtime.plan_folder import make_plan_folder
-from pytest_startup_guard.runtime.process_identity import (
-    peer_credentials,
-    signal_process,
-    start_time,
-)
-from pytest_startup_guard.runtime.protocol import (
-    MEMBER_ENV,
-    PLAN_ENV,
-    PROTOCOL_VERSION,
-    FrameReader,
-    decode,
-    encode,
-    encode_plan,
-)
+from pytest_startup_guard.runtime.process_identity import signal_process, start_time
+from pytest_startup_guard.runtime.protocol import PLAN_ENV, PROTOCOL_VERSION, encode, encode_plan
+from pytest_startup_guard.runtime.server import Connection, PlanServer
 
 _OK = encode({"ok": 1})
+_Answer = TypeVar("_Answer")  # what a listener's method returns
 _MAX_LOCAL_WAIT = 0.05  # seconds: the longest one "wait" answer holds the test process at once
 
 
@@ -94,79 +82,6 @@ class _AccessCallback(RuntimeListener):
         self.callback(event)
 
 
-@dataclass(eq=False)  # one per socket: compared and hashed by identity (``_connections``)
-class _Connection:
-    sock: socket.socket
-    reader: FrameReader
-    pid: int | None = None
-    peer_pid: int | None = None  # who connected, from the kernel (None: not told on this system)
-    record: ProcessRecord | None = None  # of its hello: an exec'd pid has a newer one
-    handling: int = 0  # messages read off its socket and not handled yet (``in_flight``)
-
-
-@dataclass
-class BarrierGroup:
-    """Fleet members that wait at boot until ``release`` lets them all go at once.
-
-    Each held member blocks reading one byte from the group's FIFO; ``release`` writes one byte
-    per held member in a single write, which wakes them all together: measured, 8 children woke
-    within 0.5 ms of each other, where one socket message each spread them out, every woken
-    child delaying the rest.
-
-    ``arrival`` is the controller's condition (on its lock), notified at each hello; ``released``
-    tells the controller's release listeners when the group was let go.
-    """
-
-    name: str
-    size: int
-    fifo: str
-    arrival: threading.Condition = field(repr=False)
-    released: ReleaseListener = field(repr=False)
-    arrived: dict[int, int] = field(default_factory=dict)  # member index -> pid
-    held: int = 0
-    released_t: float | None = None
-    _descriptor: int | None = None
-
-    def open(self) -> None:
-        os.mkfifo(self.fifo)
-        self._descriptor = os.open(self.fifo, os.O_RDWR | os.O_NONBLOCK)
-
-    def close(self) -> None:
-        if self._descriptor is not None:
-            os.close(self._descriptor)
-            self._descriptor = None
-
-    def member_env(self, index: int) -> dict[str, str]:
-        return {MEMBER_ENV: f"{self.name}:{index}"}
-
-    def wait_for_arrivals(
-        self, deadline: float, still_coming: Callable[[int], bool] | None = None
-    ) -> list[int]:
-        """Wait until every member arrived, every missing one is no longer coming
-        (``still_coming(index)`` is False: it exited, or is not Python), or the deadline passed.
-        Returns the indexes that did not arrive."""
-        with self.arrival:
-            while True:
-                missing = [i for i in range(self.size) if i not in self.arrived]
-                coming = [i for i in missing if still_coming is None or still_coming(i)]
-                remaining = deadline - time.monotonic()
-                if not coming or remaining <= 0:
-                    return missing
-                # Woken by each hello; the time-out only re-asks still_coming (process exits).
-                self.arrival.wait(min(remaining, 0.05))
-
-    def release(self) -> float:
-        """Let every held member go; later arrivals pass straight through."""
-        with self.arrival:  # the controller's lock: no hello is counted half-way through
-            if self.released_t is not None:
-                return self.released_t
-            self.released_t = time.monotonic()
-            if self.held and self._descriptor is not None:
-                os.write(self._descriptor, b"x" * self.held)
-            self.released(self.released_t)
-            return self.released_t
-
-
 class RuntimeController:
     """Serves the plan of one test. Use as a context manager, or call ``start``/``close``."""
 
@@ -176,10 +91,8 @@ class RuntimeController:
         self.processes: dict[int, ProcessRecord] = {}
         self.history: list[ProcessRecord] = []  # every hello, also of pids seen twice (exec)
         self.accesses: list[AccessEvent] = []
-        # When each access of ``accesses`` (by id: it stays in that list) was answered to go on:
-        # its operation ran after that, not at ``t``, when it was reported (``answered_at``).
-        self._answered: dict[int, float] = {}
-        self._asking: dict[int, AccessEvent] = {}  # pid -> its access waiting to go on
+        # How long each process was held at its accesses, and when each access went on.
+        self._holds = AccessHolds()
         self.binds: list[AccessEvent] = []  # socket.bind events, once report_binds() was called
         self.probes: list[ProbeEvent] = []  # probes' closes, once report_probes() was called
         self._report_probes = False
@@ -197,18 +110,24 @@ class RuntimeController:
         self._lock = threading.RLock()
         self._arrival = threading.Condition(self._lock)
         self._folder: Path | None = None
-        self._server: socket.socket | None = None
-        self._selector: selectors.BaseSelector | None = None
-        self._wakeup: tuple[socket.socket, socket.socket] | None = None
-        self._thread: threading.Thread | None = None
+        self._server: PlanServer | None = None
         self._closing = False
         self._in_process = False
         self._group_counter = 0
         self._expected: dict[int, str] = {}
-        self._connections: set[_Connection] = set()  # read by in_flight() under the lock
-        self._waiting_since: dict[int, float] = {}  # pid -> when it was told to wait
-        self._blocked: dict[int, float] = {}  # pid -> seconds its accesses waited for a reply
         self._native_doubles = NativeDoubles()  # the libc calls of accesses Python reported
+        # What each message's ``op`` is handled by (``_handle``); notices get no reply.
+        self._handlers: dict[str, Callable[[Connection, dict[str, Any]], None]] = {
+            "hello": self._hello,
+            "access": self._access,
+            "bind": self._bind,
+            "probe": self._probe,
+            "lock": self._lock_call,
+            "released": self._released_at,  # a notice
+            "bye": self._bye,  # a notice
+            "reaped": self._reaped,  # a notice
+            "footprint": self._footprint,  # a notice
+        }
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -217,23 +136,12 @@ class RuntimeController:
         # an owner file: a later run removes it should this process and its reaper both die.
         self._folder = make_plan_folder()
         (self._folder / "dumps").mkdir()
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(self._folder / "ctl.sock"))
-        self._server.listen(128)
-        self._server.setblocking(False)
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._server, selectors.EVENT_READ, None)
-        self._wakeup = socket.socketpair()
-        self._wakeup[0].setblocking(False)
-        self._selector.register(self._wakeup[0], selectors.EVENT_READ, "wakeup")
-        self._thread = threading.Thread(
-            target=self._serve, name="startup-guard-controller", daemon=True
-        )
-        self._thread.start()
+        self._server = PlanServer(self._handle, self._dropped, self.errors)
+        self._server.start(str(self._folder / "ctl.sock"))
         return self
 
     def __enter__(self) -> RuntimeController:
-        return self.start() if self._thread is None else self
+        return self.start() if self._server is None else self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
@@ -246,22 +154,8 @@ class RuntimeController:
         if self._in_process:
             childruntime.deactivate_in_process()
             self._in_process = False
-        if self._wakeup is not None:
-            try:
-                self._wakeup[1].send(b"x")
-            except OSError:
-                pass
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-        if self._selector is not None:
-            for key in list(self._selector.get_map().values()):
-                try:
-                    key.fileobj.close()  # type: ignore[union-attr]
-                except OSError:
-                    pass
-            self._selector.close()
-        if self._wakeup is not None:
-            self._wakeup[1].close()
+        if self._server is not None:
+            self._server.close()
         for group in self._groups.values():
             group.close()
         if self._folder is not None:
@@ -365,11 +259,7 @@ class RuntimeController:
         return self._lock
 
     def _released(self, t: float) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener.on_release(t)
-            except Exception as error:
-                self._failed(listener, "a fleet's release", error)
+        self._ask_listeners(lambda listener: listener.on_release(t), "a fleet's release")
 
     def _failed(self, listener: RuntimeListener, what: str, error: Exception) -> None:
         """A listener's exception is a test error: kept, and the controller goes on."""
@@ -455,22 +345,13 @@ class RuntimeController:
         and while a "wait" answer kept it asking: time the plugin took, which a hold in the
         process's own time must not count."""
         with self._lock:
-            return self._blocked.get(pid, 0.0)
+            return self._holds.blocked_seconds(pid)
 
     def in_flight(self) -> bool:
         """Whether a message of some process has reached the controller (or its socket) and
         is not handled yet: an access made before a window's hold passed may be waiting there,
         and must meet the window as it was when it was made."""
-        with self._lock:
-            connections = list(self._connections)
-        if any(connection.handling > 0 for connection in connections):
-            return True
-        sockets = [connection.sock for connection in connections if connection.sock.fileno() >= 0]
-        try:
-            readable, _, _ = select.select(sockets, [], [], 0)
-        except (OSError, ValueError):
-            return False
-        return bool(readable)
+        return self._server is not None and self._server.in_flight()
 
     def accesses_of(self, pid: int) -> list[AccessEvent]:
         with self._lock:
@@ -520,76 +401,10 @@ class RuntimeController:
             reply["barrier"] = barrier.fifo
         return encode(reply)
 
-    def _serve(self) -> None:
-        assert self._selector is not None and self._server is not None
-        while not self._closing:
-            try:
-                ready = self._selector.select(timeout=1.0)
-            except OSError:
-                return
-            for key, _mask in ready:
-                if key.data == "wakeup":
-                    return
-                if key.data is None:
-                    self._accept()
-                else:
-                    self._read(key.data)
-
-    def _accept(self) -> None:
-        assert self._server is not None and self._selector is not None
-        while True:
-            try:
-                sock, _ = self._server.accept()
-            except (BlockingIOError, OSError):
-                return
-            # Who connected, as the kernel saw it at connect(): only our own user's processes
-            # are served (the folder is private: only root could come in besides).
-            credentials = peer_credentials(sock)
-            if credentials is not None and credentials[1] != os.geteuid():
-                sock.close()
-                continue
-            sock.setblocking(True)
-            sock.settimeout(5.0)  # replies are tiny; a child that stops reading is dropped
-            connection = _Connection(sock, FrameReader())
-            if credentials is not None:
-                connection.peer_pid = credentials[0]
-            with self._lock:
-                self._connections.add(connection)
-            self._selector.register(sock, selectors.EVENT_READ, connection)
-
-    def _read(self, connection: _Connection) -> None:
-        try:
-            chunk = connection.sock.recv(65536)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            self._drop(connection)
-            return
-        payloads = connection.reader.feed(chunk)
-        connection.handling = len(payloads)
-        for payload in payloads:
-            try:
-                self._handle(connection, decode(payload))
-            except (BrokenPipeError, ConnectionResetError):
-                # It went away before its answer (killed at a time-out): it is gone, no error.
-                connection.handling = 0
-                self._drop(connection)
-                return
-            except Exception as error:  # a bad message must not stop the controller
-                self.errors.append(f"controller: {type(error).__name__}: {error}")
-            finally:
-                connection.handling -= 1
-
-    def _drop(self, connection: _Connection) -> None:
-        assert self._selector is not None
-        try:
-            self._selector.unregister(connection.sock)
-        except (KeyError, ValueError):
-            pass
-        connection.sock.close()
-        with self._lock:
-            self._connections.discard(connection)
-        if connection.pid is not None:
+    def _dropped(self, connection: Connection) -> None:
+        """Its connection closed: the process is gone (or exec'd, which is no end)."""
+        pid = connection.pid
+        if pid is not None:
             with self._lock:
                 record = connection.record
                 if record is not None and record.gone_t is None:
@@ -597,82 +412,74 @@ class RuntimeController:
                     if record.exec_t is None:  # an exec is no end: its pid goes on
                         _ended(record, record.gone_t)
                 self._arrival.notify_all()
-                for listener in list(self._listeners):
-                    try:
-                        listener.on_gone(connection.pid)
-                    except Exception as error:
-                        self._failed(listener, f"the exit of pid {connection.pid}", error)
+                self._ask_listeners(
+                    lambda listener: listener.on_gone(pid), f"the exit of pid {pid}"
+                )
 
-    def _handle(self, connection: _Connection, message: dict[str, Any]) -> None:
+    def _handle(self, connection: Connection, message: dict[str, Any]) -> None:
         op = message.get("op")
-        if op == "hello":
-            self._hello(connection, message)
-        elif op == "access":
-            if self._native_doubles.is_double(message):  # reported by its Python audit hook
-                connection.sock.sendall(_OK)
-                return
-            other = message.get("other")
-            event = AccessEvent(
-                pid=int(message["pid"]),
-                member=self._member_of(int(message["pid"])),
-                op=file_op(message["ev"]),
-                path=str(message["path"]),
-                t=float(message["t"]),
-                tid=int(message.get("tid", 0)),
-                other=None if other is None else str(other),
-                again=bool(message.get("again")),
-                site=None if message.get("site") is None else str(message["site"]),
-                writes=bool(message.get("writes")),
-            )
-            answer = self._dispatch(event)
-            self._native_doubles.answered(message, failed=bool(answer and answer.errno))
-            connection.sock.sendall(_encode_answer(answer))
-            with self._lock:  # the process was held from its access until this reply
-                now = time.monotonic()
-                # The access first reported (in ``accesses``) goes on with the last answer.
-                asked = self._asking.pop(event.pid, None) if event.again else event
-                if asked is not None and answer is not None and answer.wait:
-                    self._asking[event.pid] = asked
-                elif asked is not None:
-                    self._answered[id(asked)] = now
-                # Asked again after a "wait": held since that answer, its sleep included.
-                since = self._waiting_since.pop(event.pid, None) if event.again else None
-                waited = max(0.0, now - (event.t if since is None else min(since, event.t)))
-                self._blocked[event.pid] = self._blocked.get(event.pid, 0.0) + waited
-                if answer is not None and answer.wait:
-                    self._waiting_since[event.pid] = now
-        elif op == "bind":
-            pid = int(message["pid"])
-            event = AccessEvent(
-                pid=pid,
-                member=self._member_of(pid),
-                op=BIND_OP,
-                path=bind_path(str(message["host"]), int(message["port"])),
-                t=float(message["t"]),
-                tid=int(message.get("tid", 0)),
-            )
-            wait = self._dispatch_bind(event)
-            connection.sock.sendall(encode({"ok": 1, "wait": wait}) if wait else _OK)
-        elif op == "probe":
-            self._probe(connection, message)
-        elif op == "lock":
-            self._lock_call(connection, message)
-        elif op == "released":  # a notice: no reply
-            with self._lock:
-                if connection.pid in self.processes:
-                    self.processes[connection.pid].released_t = float(message["t"])
-        elif op == "bye":  # a notice: no reply
-            self._bye(connection, message)
-        elif op == "reaped":  # a notice: no reply
-            self._reaped(message)
-        elif op == "footprint":  # a notice: no reply
-            footprint = FootprintEvent.from_message(message)
-            with self._lock:
-                self.footprint.append(footprint)
-        else:
+        handler = self._handlers.get(op) if isinstance(op, str) else None
+        if handler is None:
             raise ValueError(f"unknown message {op!r}")
+        handler(connection, message)
 
-    def _hello(self, connection: _Connection, message: dict[str, Any]) -> None:
+    def _access(self, connection: Connection, message: dict[str, Any]) -> None:
+        if self._native_doubles.is_double(message):  # reported by its Python audit hook
+            connection.sock.sendall(_OK)
+            return
+        other = message.get("other")
+        event = AccessEvent(
+            pid=int(message["pid"]),
+            member=self._member_of(int(message["pid"])),
+            op=file_op(message["ev"]),
+            path=str(message["path"]),
+            t=float(message["t"]),
+            tid=int(message.get("tid", 0)),
+            other=None if other is None else str(other),
+            again=bool(message.get("again")),
+            site=None if message.get("site") is None else str(message["site"]),
+            writes=bool(message.get("writes")),
+        )
+        answer = self._dispatch(event)
+        self._native_doubles.answered(message, failed=bool(answer and answer.errno))
+        connection.sock.sendall(_encode_answer(answer))
+        with self._lock:  # the process was held from its access until this reply
+            self._holds.replied(event, answer)
+
+    def _bind(self, connection: Connection, message: dict[str, Any]) -> None:
+        """A bind: ask the listeners (the longest wait); one that goes on now is in ``binds``."""
+        pid = int(message["pid"])
+        event = AccessEvent(
+            pid=pid,
+            member=self._member_of(pid),
+            op=BIND_OP,
+            path=bind_path(str(message["host"]), int(message["port"])),
+            t=float(message["t"]),
+            tid=int(message.get("tid", 0)),
+        )
+        with self._lock:
+            wait = _longest_wait(
+                self._ask_listeners(
+                    lambda listener: listener.on_bind(event), f"the bind of {event.path}"
+                )
+            )
+            if not wait:
+                self.binds.append(event)
+        connection.sock.sendall(_wait_reply(wait))
+
+    def _released_at(self, connection: Connection, message: dict[str, Any]) -> None:
+        """A member left the barrier (a notice: no reply)."""
+        with self._lock:
+            if connection.pid in self.processes:
+                self.processes[connection.pid].released_t = float(message["t"])
+
+    def _footprint(self, connection: Connection, message: dict[str, Any]) -> None:
+        """An operation's footprint (a notice: no reply)."""
+        footprint = FootprintEvent.from_message(message)
+        with self._lock:
+            self.footprint.append(footprint)
+
+    def _hello(self, connection: Connection, message: dict[str, Any]) -> None:
         claimed = int(message["pid"])
         # The kernel's pid of the connecting process, not the one it says, where the kernel
         # tells (Linux: SO_PEERCRED; elsewhere the claimed one, in a folder only we can enter).
@@ -729,7 +536,7 @@ class RuntimeController:
             reply = self._hello_reply(barrier, member)
         connection.sock.sendall(reply)
 
-    def _bye(self, connection: _Connection, message: dict[str, Any]) -> None:
+    def _bye(self, connection: Connection, message: dict[str, Any]) -> None:
         """The process is exiting: the status it knows (None if not) and its first uncaught
         exception. A reap of it, earlier or later, wins over the status it said."""
         pid = int(message["pid"])
@@ -749,7 +556,7 @@ class RuntimeController:
             _ended(record, t)
             self._arrival.notify_all()
 
-    def _reaped(self, message: dict[str, Any]) -> None:
+    def _reaped(self, connection: Connection, message: dict[str, Any]) -> None:
         """A Python parent reaped ``pid``: its exit code (negative: the signal), the truth."""
         pid, code, t = int(message["pid"]), int(message["code"]), float(message["t"])
         with self._lock:
@@ -771,7 +578,18 @@ class RuntimeController:
         after the report at ``access.t`` and the controller's round trip; ``access.t`` where
         nothing was recorded (the test process's own accesses go on at once)."""
         with self._lock:
-            return self._answered.get(id(access), access.t)
+            return self._holds.answered_at(access)
+
+    def _ask_listeners(self, ask: Callable[[RuntimeListener], _Answer], what: str) -> list[_Answer]:
+        """What each listener answers ``ask``, in order (the caller holds the lock); one that
+        raises is a test error (``errors``), and the others are still asked."""
+        answers: list[_Answer] = []
+        for listener in list(self._listeners):
+            try:
+                answers.append(ask(listener))
+            except Exception as error:
+                self._failed(listener, what, error)
+        return answers
 
     def _dispatch(self, event: AccessEvent) -> AccessAnswer | None:
         """Tell every listener; the answer for the process: the first errno any of them asked
@@ -781,21 +599,19 @@ class RuntimeController:
         with self._lock:
             if not event.again:
                 self.accesses.append(event)
-            for listener in list(self._listeners):
-                try:
-                    answer = listener.on_access(event)
-                except Exception as error:
-                    self._failed(listener, f"{event.op} {event.path}", error)
-                    continue
-                if isinstance(answer, AccessAnswer):
-                    if answer.errno and failure is None:
-                        failure = answer.errno
-                    wait = max(wait, answer.wait)
+            answers = self._ask_listeners(
+                lambda listener: listener.on_access(event), f"{event.op} {event.path}"
+            )
+        for answer in answers:
+            if isinstance(answer, AccessAnswer):
+                if answer.errno and failure is None:
+                    failure = answer.errno
+                wait = max(wait, answer.wait)
         if failure is not None:
             return AccessAnswer(errno=failure)
         return AccessAnswer(wait=wait) if wait > 0 else None
 
-    def _probe(self, connection: _Connection, message: dict[str, Any]) -> None:
+    def _probe(self, connection: Connection, message: dict[str, Any]) -> None:
         """A probe's close: ask the listeners (the longest wait any asked for), then reply."""
         pid = connection.pid if connection.pid is not None else int(message["pid"])
         event = ProbeEvent(
@@ -806,21 +622,17 @@ class RuntimeController:
             t=float(message["t"]),
             again=bool(message.get("again")),
         )
-        wait = 0.0
         with self._lock:
             if not event.again:
                 self.probes.append(event)
-            for listener in list(self._listeners):
-                try:
-                    asked = listener.on_probe(event)
-                except Exception as error:
-                    self._failed(listener, f"the probe of port {event.port}", error)
-                    continue
-                if asked:
-                    wait = max(wait, float(asked))
-        connection.sock.sendall(encode({"ok": 1, "wait": wait}) if wait else _OK)
+            wait = _longest_wait(
+                self._ask_listeners(
+                    lambda listener: listener.on_probe(event), f"the probe of port {event.port}"
+                )
+            )
+        connection.sock.sendall(_wait_reply(wait))
 
-    def _lock_call(self, connection: _Connection, message: dict[str, Any]) -> None:
+    def _lock_call(self, connection: Connection, message: dict[str, Any]) -> None:
         """A lock call that locks nothing: ask the listeners (the longest wait), then reply."""
         pid = connection.pid if connection.pid is not None else int(message["pid"])
         event = LockEvent(
@@ -833,34 +645,13 @@ class RuntimeController:
             t=float(message["t"]),
             again=bool(message.get("again")),
         )
-        wait = 0.0
         with self._lock:
-            for listener in list(self._listeners):
-                try:
-                    asked = listener.on_lock(event)
-                except Exception as error:
-                    self._failed(listener, f"the {event.how} of {event.path}", error)
-                    continue
-                if asked:
-                    wait = max(wait, float(asked))
-        connection.sock.sendall(encode({"ok": 1, "wait": wait}) if wait else _OK)
-
-    def _dispatch_bind(self, event: AccessEvent) -> float:
-        """Ask the bind listeners; the longest wait any of them asked for. A bind that may
-        proceed now (no wait) is recorded in ``binds``."""
-        wait = 0.0
-        with self._lock:
-            for listener in list(self._listeners):
-                try:
-                    asked = listener.on_bind(event)
-                except Exception as error:
-                    self._failed(listener, f"the bind of {event.path}", error)
-                    continue
-                if asked:
-                    wait = max(wait, float(asked))
-            if not wait:
-                self.binds.append(event)
-        return wait
+            wait = _longest_wait(
+                self._ask_listeners(
+                    lambda listener: listener.on_lock(event), f"the {event.how} of {event.path}"
+                )
+            )
+        connection.sock.sendall(_wait_reply(wait))
 
     def _local_access(self, op: str, path: str, other: str | None) -> int | None:
         """An access of the test process itself: the errno its call must fail with, or None.
@@ -885,9 +676,18 @@ class RuntimeController:
             event = replace(event, t=time.monotonic(), again=True)
 
 
+def _longest_wait(answers: list[float | None]) -> float:
+    """The longest wait listeners asked for (seconds; None or 0 asks none), or 0."""
+    return max((float(answer) for answer in answers if answer), default=0.0)
+
+
+def _wait_reply(wait: float) -> bytes:
+    return encode({"ok": 1, "wait": wait}) if wait else _OK
+
+
 def _encode_answer(answer: AccessAnswer | None) -> bytes:
     if answer is None:
         return _OK
     if answer.errno:
         return encode({"ok": 1, "errno": answer.errno})
-    return encode({"ok": 1, "wait": answer.wait})
+    return _wait_reply(answer.wait)

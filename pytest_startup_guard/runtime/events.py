@@ -76,7 +76,7 @@ AccessOp = Literal[
 ]
 BIND_OP: AccessOp = "socket.bind"
 # Right after an open for writing returned: reported by the real writer's process only
-# (``child_steps``), not an operation users name.
+# (``child.steps``), not an operation users name.
 OPENED_OP: AccessOp = "startup_guard.opened"
 # The file operations, in the order above: every access but a bind and the writer's "opened".
 FILE_OPS: tuple[AccessOp, ...] = tuple(
@@ -156,7 +156,7 @@ def bind_path(host: str, port: int) -> str:
 class ProbeEvent:
     """A process closed a TCP socket it had bound to ``host:port`` (once ``report_probes`` was
     called): it may have probed for a free port, which it can bind again any moment now.
-    Reported after the close, before the close returns (``runtime/child_ports.py``)."""
+    Reported after the close, before the close returns (``runtime/child/ports.py``)."""
 
     pid: int
     member: str | None  # "<group>:<index>", or None for unrelated processes
@@ -170,7 +170,7 @@ class ProbeEvent:
 class LockEvent:
     """A ``fcntl.flock`` or ``fcntl.lockf`` call on a path whose locks do not exclude (once
     ``fault_locks`` named it for the caller's fleet), before it returns without locking
-    (``runtime/child_locks.py``): a take (``acquire``) or a release."""
+    (``runtime/child/locks.py``): a take (``acquire``) or a release."""
 
     pid: int
     member: str | None  # "<group>:<index>", or None for unrelated processes

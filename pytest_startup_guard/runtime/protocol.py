@@ -26,13 +26,13 @@ source, else None; ``again``: it asks again after a ``wait``) is ``{"ok": 1}``, 
 
 A ``probe`` (``host``, ``port``, ``pid``, ``t``, ``tid``, ``again``), sent only by a process whose
 hello reply said ``probes`` (``RuntimeController.report_probes``), tells that it just closed a
-TCP socket it had bound to ``host:port`` (``runtime/child_ports.py``); its close returns once the
+TCP socket it had bound to ``host:port`` (``runtime/child/ports.py``); its close returns once the
 reply came: ``{"ok": 1}``, or ``"wait": seconds`` to sleep that long and ask again (``again``).
 
 A ``lock`` (``path``, ``how``: ``"flock"`` or ``"lockf"``, ``acquire``: False for ``LOCK_UN``,
 ``exclusive``, ``pid``, ``t``, ``tid``, ``again``), sent only by a process whose hello reply
 listed ``locks`` (paths, ``RuntimeController.fault_locks``), tells that it called ``flock`` or
-``lockf`` on a file at or under one of them, which locks nothing (``runtime/child_locks.py``);
+``lockf`` on a file at or under one of them, which locks nothing (``runtime/child/locks.py``);
 the call returns once the reply came: ``{"ok": 1}``, or ``"wait": seconds`` to sleep that long
 and ask again (``again``).
 
@@ -78,11 +78,11 @@ ACCESS_EVENTS = frozenset(
         "fcntl.lockf",
     }
 )
-# Raised by the real writer's process (``child_steps``, only where ``WRITER_STEPS_ENV`` is set)
+# Raised by the real writer's process (``child.steps``, only where ``WRITER_STEPS_ENV`` is set)
 # right AFTER an open for writing returned: ``(path, mode)``. Reported as an access of its own,
 # a pause point between an open that truncates and the first write (``open(ref, "w")``).
 OPENED_EVENT = "startup_guard.opened"
-WRITER_STEPS_ENV = "STARTUP_GUARD_WRITER_STEPS"  # "1": wrap the opens (``child_steps.install``)
+WRITER_STEPS_ENV = "STARTUP_GUARD_WRITER_STEPS"  # "1": wrap the opens (``child.steps.install``)
 # "1": each access report also says which code made it (``site``: the call stack's files and
 # lines, hashed) and whether an open writes (``writes``). Set for an exploration's clean run
 # only, which groups its access points by them (``races/point_groups.py``).

@@ -21,25 +21,15 @@ import io
 import os
 import sys
 
+from pytest_startup_guard.runtime.child.audit import as_text
+from pytest_startup_guard.runtime.child.footprint import WRITE_FLAGS, mode_writes
 from pytest_startup_guard.runtime.protocol import OPENED_EVENT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _installed = False
-
-
-def _path_of(file: Any) -> str | None:
-    """The path an open was given, as text; None for a descriptor."""
-    if type(file) is str:
-        return file
-    if isinstance(file, bytes):
-        return os.fsdecode(file)
-    if isinstance(file, os.PathLike):
-        return os.fsdecode(os.fspath(file))
-    return None
 
 
 def _opened(result: Any, path: str | None, mode: object, close: Any) -> Any:
@@ -71,14 +61,14 @@ def install() -> None:
     def open(file: Any, *args: Any, **kwargs: Any) -> Any:
         mode = args[0] if args else kwargs.get("mode", "r")
         handle = original_open(file, *args, **kwargs)
-        if type(mode) is str and any(flag in mode for flag in "wax+"):
-            return _opened(handle, _path_of(file), mode, _close_file)
+        if mode_writes(mode):
+            return _opened(handle, as_text(file), mode, _close_file)
         return handle
 
     def os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
         descriptor: int = original_os_open(path, flags, *args, **kwargs)
-        if type(flags) is int and flags & _WRITE_FLAGS:
-            _opened(descriptor, _path_of(path), flags, os.close)
+        if type(flags) is int and flags & WRITE_FLAGS:
+            _opened(descriptor, as_text(path), flags, os.close)
         return descriptor
 
     open.__doc__, os_open.__doc__ = original_open.__doc__, original_os_open.__doc__

@@ -34,20 +34,19 @@ import _weakref
 import os
 import time
 
-from pytest_startup_guard.runtime.observation import is_unobserved, set_unobserved
+from pytest_startup_guard.runtime.observation import is_unobserved
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-_MAX_WAIT = 0.05  # seconds: the longest a single "wait" answer may hold a probe's close
 _INTERNET = (_socket.AF_INET, _socket.AF_INET6)
 
 
 class _Probes:
     def __init__(self) -> None:
         self.on = False  # the controller asked for probes
-        self.client: Any = None  # child._Client: request(message) -> reply or None
+        self.client: Any = None  # child.client.Client: ask(message) -> reply or None
         self.bound: dict[int, Any] = {}  # id(socket) -> weak reference, of sockets bound here
 
 
@@ -126,27 +125,13 @@ def _report(host: str, port: int) -> None:
     client = _probes.client
     if client is None or is_unobserved():
         return
-    set_unobserved(True)
-    try:
-        again = False
-        while True:
-            reply = client.request(
-                {
-                    "op": "probe",
-                    "host": host,
-                    "port": port,
-                    "t": time.monotonic(),
-                    "pid": os.getpid(),
-                    "tid": _thread.get_ident(),
-                    "again": again,
-                }
-            )
-            wait = reply.get("wait") if reply else None
-            if not wait:
-                return
-            time.sleep(min(float(wait), _MAX_WAIT))
-            again = True
-    except Exception:  # nothing here may ever break the caller's close
-        pass
-    finally:
-        set_unobserved(False)
+    message = {
+        "op": "probe",
+        "host": host,
+        "port": port,
+        "t": time.monotonic(),
+        "pid": os.getpid(),
+        "tid": _thread.get_ident(),
+        "again": False,
+    }
+    client.ask_unobserved(message)

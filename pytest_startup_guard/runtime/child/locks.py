@@ -31,13 +31,10 @@ import os
 import sys
 import time
 
-from pytest_startup_guard.runtime.observation import unobserved
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-_MAX_WAIT = 0.05  # seconds: the longest a single "wait" answer may hold a lock call
 # fcntl's operation bits, fixed by the kernel's ABI on Linux and the BSDs (fcntl.LOCK_*).
 _LOCK_SH, _LOCK_EX, _LOCK_UN = 1, 2, 8
 
@@ -45,7 +42,7 @@ _LOCK_SH, _LOCK_EX, _LOCK_UN = 1, 2, 8
 class _Locks:
     def __init__(self) -> None:
         self.paths: tuple[str, ...] = ()  # faulted paths, resolved
-        self.client: Any = None  # child._Client: request(message) -> reply or None
+        self.client: Any = None  # child.client.Client: ask(message) -> reply or None
         self.originals: tuple[Any, Any] | None = None  # fcntl.flock, fcntl.lockf before the wrap
 
 
@@ -123,22 +120,11 @@ def _pretend(path: str, how: str, fd: Any, operation: int) -> bool:
         "acquire": acquire,
         "exclusive": bool(acquire and operation & _LOCK_EX),
         "pid": os.getpid(),
+        "t": time.monotonic(),
+        "tid": _thread.get_ident(),
         "again": False,
     }
-    with unobserved():  # the plugin's own talk, not an access
-        while True:
-            try:
-                reply = client.request(
-                    {**message, "t": time.monotonic(), "tid": _thread.get_ident()}
-                )
-            except Exception:  # nothing here may break the caller's lock call
-                reply = None
-            if reply is None:
-                return False
-            wait = reply.get("wait")
-            if not wait:
-                break
-            time.sleep(min(float(wait), _MAX_WAIT))
-            message["again"] = True
+    if client.ask_unobserved(message) is None:
+        return False
     sys.audit(f"fcntl.{how}", fd, operation)  # as the real call: an access the runtime sees
     return True
