@@ -308,6 +308,9 @@ def test_rotation(shared_dir, server_fleet, policy):
                                 faults=network_fs(shared_dir))
     summary = fleet.summary()
     assert "stale: pid" in summary and "(member 1)" in summary and "-> ESTALE" in summary
+    nfs, locks = fleet.faults  # every fault given, in order: network_fs gives two
+    assert nfs.met and "ESTALE" in nfs.cause(1) and not locks.miss()
+    assert any(effect.member == 1 and "ESTALE" in effect.what for effect in nfs.effects)
     assert fleet.servers[0].ready
     if policy == "naive":
         assert not fleet.servers[1].ready

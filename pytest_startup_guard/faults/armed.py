@@ -60,6 +60,8 @@ class ArmedFaults:
         lock faults' paths first, then the port faults; a process fault checks itself as it
         arms. ``shape`` None: a launch with no faults (a fleet before its launch)."""
         shape = shape if shape is not None else LaunchShape(0, False)
+        if isinstance(faults, Iterable) and not isinstance(faults, (str, bytes, dict)):
+            faults = list(faults)  # read once: by each family, and for their order
         rest, locks = split_lock_faults(faults)
         self.locks = LockFaults(locks, shape.roots)
         ports, processes = split_faults(rest)
