@@ -42,10 +42,10 @@ if TYPE_CHECKING:
         lock_not_exclusive as lock_not_exclusive,
     )
     from pytest_startup_guard.faults.network_fs import network_fs as network_fs
-    from pytest_startup_guard.faults.ports import PortHit as PortHit
-    from pytest_startup_guard.faults.ports import port_stolen as port_stolen
-    from pytest_startup_guard.faults.ports import port_taken as port_taken
-    from pytest_startup_guard.faults.ports import same_port as same_port
+    from pytest_startup_guard.faults.port_base import PortHit as PortHit
+    from pytest_startup_guard.faults.port_stolen import port_stolen as port_stolen
+    from pytest_startup_guard.faults.port_taken import port_taken as port_taken
+    from pytest_startup_guard.faults.same_port import same_port as same_port
     from pytest_startup_guard.fleet import ready as ready
     from pytest_startup_guard.fleet.explore.writer import WriterExploration as WriterExploration
     from pytest_startup_guard.fleet.explore.writer import WriterPair as WriterPair

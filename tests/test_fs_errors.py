@@ -144,7 +144,8 @@ def test_counts(shared_dir, tmp_path, server_fleet, nth, times, failing):
     fleet.assert_all_ready()
     failed = [i for i, entry in enumerate(results(out)) if not entry.get("ok")]
     assert failed == failing
-    assert fleet.faults == []  # port faults only; the summary names the fs fault
+    [armed] = fleet.faults  # every fault given, whatever its family
+    assert armed.failed and armed.met and armed.effects[0].member == 0
     assert "6 call(s)" not in fleet.summary() or times is None
 """
     )
@@ -307,6 +308,9 @@ def test_rotation(shared_dir, server_fleet, policy):
                                 faults=network_fs(shared_dir))
     summary = fleet.summary()
     assert "stale: pid" in summary and "(member 1)" in summary and "-> ESTALE" in summary
+    nfs, locks = fleet.faults  # every fault given, in order: network_fs gives two
+    assert nfs.met and "ESTALE" in nfs.cause(1) and not locks.miss()
+    assert any(effect.member == 1 and "ESTALE" in effect.what for effect in nfs.effects)
     assert fleet.servers[0].ready
     if policy == "naive":
         assert not fleet.servers[1].ready

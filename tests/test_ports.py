@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_startup_guard.faults.ports import port_taken, same_port
+from pytest_startup_guard import port_taken, same_port
 from pytest_startup_guard.runtime.controller import (
     RuntimeController,
 )
@@ -27,7 +27,7 @@ COMMON = f"""
 import json, socket, sys, time, urllib.request
 import pytest
 from pytest_startup_guard import ready
-from pytest_startup_guard.faults.ports import port_taken, same_port
+from pytest_startup_guard import port_taken, same_port
 
 SERVER = [sys.executable, {str(PORT_SERVER)!r}, "--port", "{{port}}"]
 

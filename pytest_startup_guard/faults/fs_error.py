@@ -29,11 +29,9 @@ from typing import ClassVar
 from pytest_startup_guard.checks import flag, whole_number
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
-from pytest_startup_guard.faults.process import ArmedProcessFault, FaultContext, under
-from pytest_startup_guard.runtime.events import (
-    AccessAnswer,
-    AccessEvent,
-)
+from pytest_startup_guard.faults.process import ArmedProcessFault, FaultContext, described, under
+from pytest_startup_guard.faults.protocol import FaultEffect
+from pytest_startup_guard.runtime.events import AccessAnswer, AccessEvent
 from pytest_startup_guard.runtime.operations import (
     ACCEPTED,
     describe_ops,
@@ -90,26 +88,19 @@ class FsError:
         return errno_codes.errorcode.get(self.errno, str(self.errno))
 
     def describe(self) -> str:
-        parts = [repr(self.error_name), repr(self.path)]
-        if self.ops:
-            parts.append(describe_ops(self.ops))
-        if self.nth != 1:
-            parts.append(f"nth={self.nth}")
-        if self.times != 1:
-            parts.append(f"times={self.times}")
-        if self.member is not None:
-            parts.append(f"member={self.member}")
-        if self.allow_miss:
-            parts.append("allow_miss=True")
-        return f"fs_error({', '.join(parts)})"
+        return described(
+            "fs_error",
+            repr(self.error_name),
+            repr(self.path),
+            describe_ops(self.ops) if self.ops else None,
+            f"nth={self.nth}" if self.nth != 1 else None,
+            f"times={self.times}" if self.times != 1 else None,
+            f"member={self.member}" if self.member is not None else None,
+            allow_miss=self.allow_miss,
+        )
 
     def arm(self, context: FaultContext) -> ArmedFsError:
-        _root_name, _root, resolved = context.roots.check(
-            self.path, f"{self.describe()} ({context.where})", allow_root=True
-        )
-        watched = resolved if os.path.isdir(resolved) else resolved.parent
-        context.controller.watch(watched)
-        return ArmedFsError(self, context, (os.path.abspath(self.path), str(resolved)))
+        return ArmedFsError(self, context, context.watched_path(self.describe(), self.path))
 
 
 def fs_error(
@@ -164,7 +155,6 @@ class FailedCall:
 @dataclass(eq=False)  # a listener: compared by identity
 class ArmedFsError(ArmedProcessFault):
     fault: FsError
-    context: FaultContext
     paths: tuple[str, ...]  # the path as given and with its folders resolved
     failed: list[FailedCall] = field(default_factory=list)
     seen: dict[int, int] = field(default_factory=dict)  # pid -> matching calls counted
@@ -174,6 +164,15 @@ class ArmedFsError(ArmedProcessFault):
     @property
     def met(self) -> bool:
         return bool(self.failed)
+
+    @property
+    def effects(self) -> list[FaultEffect]:
+        return [
+            FaultEffect(
+                call.member, call.pid, f"its {call.describe()} failed with {self.fault.error_name}"
+            )
+            for call in self.failed
+        ]
 
     def _matches(self, event: AccessEvent) -> str | None:
         for path in event.paths():
@@ -204,7 +203,7 @@ class ArmedFsError(ArmedProcessFault):
             )
         return AccessAnswer(errno=self.fault.errno)
 
-    def miss(self) -> str:
+    def why_missed(self) -> str:
         fault = self.fault
         head = f"{fault.describe()} ({self.context.where}) was never met"
         if not self.calls:

@@ -30,11 +30,9 @@ from typing import ClassVar
 from pytest_startup_guard.checks import flag, seconds, whole_number
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
-from pytest_startup_guard.faults.process import ArmedProcessFault, FaultContext, under
-from pytest_startup_guard.runtime.events import (
-    AccessAnswer,
-    AccessEvent,
-)
+from pytest_startup_guard.faults.process import ArmedProcessFault, FaultContext, described, under
+from pytest_startup_guard.faults.protocol import FaultEffect
+from pytest_startup_guard.runtime.events import AccessAnswer, AccessEvent
 from pytest_startup_guard.runtime.operations import describe_ops, operation_events
 from pytest_startup_guard.runtime.own_time import OwnClock
 
@@ -74,21 +72,18 @@ class Interleave:
     process_fault: ClassVar[bool] = True
 
     def describe(self) -> str:
-        parts = [repr(self.path), f"first={self.first!r}", f"then={self.then!r}"]
-        if self.ops:
-            parts.append(describe_ops(self.ops))
-        if self.timeout != DEFAULT_TIMEOUT:
-            parts.append(f"timeout={self.timeout:g}")
-        if self.allow_miss:
-            parts.append("allow_miss=True")
-        return f"interleave({', '.join(parts)})"
+        return described(
+            "interleave",
+            repr(self.path),
+            f"first={self.first!r}",
+            f"then={self.then!r}",
+            describe_ops(self.ops) if self.ops else None,
+            f"timeout={self.timeout:g}" if self.timeout != DEFAULT_TIMEOUT else None,
+            allow_miss=self.allow_miss,
+        )
 
     def arm(self, context: FaultContext) -> ArmedInterleave:
-        _name, _root, resolved = context.roots.check(
-            self.path, f"{self.describe()} ({context.where})", allow_root=True
-        )
-        context.controller.watch(resolved if os.path.isdir(resolved) else resolved.parent)
-        return ArmedInterleave(self, context, (os.path.abspath(self.path), str(resolved)))
+        return ArmedInterleave(self, context, context.watched_path(self.describe(), self.path))
 
 
 def interleave(
@@ -125,7 +120,6 @@ def interleave(
 @dataclass(eq=False)  # a listener: compared by identity
 class ArmedInterleave(ArmedProcessFault):
     fault: Interleave
-    context: FaultContext
     paths: tuple[str, ...]
     counts: dict[int, int] = field(default_factory=dict)  # member -> accesses counted
     reached_t: float | None = None  # when the earlier member made its access
@@ -143,6 +137,15 @@ class ArmedInterleave(ArmedProcessFault):
     @property
     def met(self) -> bool:
         return self.done and self.let_go is None
+
+    @property
+    def effects(self) -> list[FaultEffect]:
+        """The later member's access, held until the earlier one's was made."""
+        if not self.met or self.held is None:
+            return []
+        (first, m), (then, n) = self.fault.first, self.fault.then
+        what = f"its access {n} under {self.fault.path} waited for member {first}'s access {m}"
+        return [FaultEffect(then, self.held[0], what)]
 
     def _path(self, event: AccessEvent) -> str | None:
         if self.fault.ops and event.op not in self.fault.ops:
@@ -226,7 +229,7 @@ class ArmedInterleave(ArmedProcessFault):
         ]
         return bool(records) and all(record.ended_t is not None for record in records)
 
-    def miss(self) -> str:
+    def why_missed(self) -> str:
         then = self.fault.then
         reached = ", ".join(
             f"member {member}: {count}" for member, count in sorted(self.counts.items())

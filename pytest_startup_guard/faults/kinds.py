@@ -1,9 +1,9 @@
 """What ``server_fleet.launch(faults=[...])`` takes: the one type of a launch's faults.
 
-Port faults (``port_faults.py``: ``port_taken``, ``same_port``, ``port_stolen``), locks that do
-not exclude (``lock_faults.py``) and faults on what the processes do (``process_faults.py``:
-``fs_error``, ``network_fs``, ``interleave``, ``listen_late``). The launcher splits a list by
-kind; each kind checks its own.
+Port faults (``port_taken.py``, ``same_port.py``, ``port_stolen.py``), locks that do not
+exclude (``lock_not_exclusive.py``) and faults on what the processes do (``process.py``:
+``fs_error``, ``network_fs``, ``interleave``, ``listen_late``). ``armed.ArmedFaults`` splits a
+list by family; each family checks its own.
 """
 
 from __future__ import annotations

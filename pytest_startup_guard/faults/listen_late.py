@@ -24,17 +24,15 @@ from typing import ClassVar
 
 from pytest_startup_guard.checks import flag, seconds, whole_number
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
-from pytest_startup_guard.faults.process import ArmedProcessFault, FaultContext
-from pytest_startup_guard.runtime.events import (
-    AccessEvent,
-)
+from pytest_startup_guard.faults.port_base import LOOPBACK_CONFLICTS
+from pytest_startup_guard.faults.process import ArmedProcessFault, FaultContext, described
+from pytest_startup_guard.faults.protocol import FaultEffect
+from pytest_startup_guard.runtime.events import AccessEvent
 
 WHERE = "listen_late()"
 DEFAULT_TIMEOUT = 10.0  # seconds the bind is held at most
 ASK_AGAIN = 0.005  # seconds the held process sleeps before it asks again
 HEARD_WAIT = 0.5  # seconds a judgement waits for the controller to hear what a peer said
-# Addresses whose bind serves connects to 127.0.0.1 (as port_faults.LOOPBACK_CONFLICTS).
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "", "0.0.0.0", "::", "::ffff:127.0.0.1"})
 
 
 @dataclass(frozen=True)
@@ -47,14 +45,13 @@ class ListenLate:
     process_fault: ClassVar[bool] = True
 
     def describe(self) -> str:
-        parts = [f"member={self.member}"]
-        if self.peers is not None:
-            parts.append(f"peers={self.peers!r}")
-        if self.timeout != DEFAULT_TIMEOUT:
-            parts.append(f"timeout={self.timeout:g}")
-        if self.allow_miss:
-            parts.append("allow_miss=True")
-        return f"listen_late({', '.join(parts)})"
+        return described(
+            "listen_late",
+            f"member={self.member}",
+            f"peers={self.peers!r}" if self.peers is not None else None,
+            f"timeout={self.timeout:g}" if self.timeout != DEFAULT_TIMEOUT else None,
+            allow_miss=self.allow_miss,
+        )
 
     def arm(self, context: FaultContext) -> ArmedListenLate:
         where = f"{self.describe()} ({context.where})"
@@ -123,10 +120,10 @@ def listen_late(
 @dataclass(eq=False)  # a listener: compared by identity
 class ArmedListenLate(ArmedProcessFault):
     fault: ListenLate
-    context: FaultContext
     port: int
     peers: tuple[int, ...]
     held_since: float | None = None
+    held_pid: int | None = None  # the process whose bind is held
     bound_t: float | None = None  # when the held bind went on
     tried: dict[int, float] = field(default_factory=dict)  # peer -> its first connect, t
     let_go: str | None = None
@@ -137,17 +134,29 @@ class ArmedListenLate(ArmedProcessFault):
     def met(self) -> bool:
         return self.bound_t is not None and self.let_go is None
 
+    @property
+    def effects(self) -> list[FaultEffect]:
+        """The member whose bind was held, and the peers that tried to connect before it."""
+        if self.held_since is None:
+            return []
+        member, port = self.fault.member, self.port
+        held = [FaultEffect(member, self.held_pid, f"its bind of port {port} was held")]
+        return held + [
+            FaultEffect(peer, None, f"it tried to connect to port {port} before it was bound")
+            for peer in sorted(self.tried)
+        ]
+
     def on_bind(self, event: AccessEvent) -> float | None:
         if self.closed or self.bound_t is not None:
             return None
         if self.member_index(event) != self.fault.member or event.port != self.port:
             return None
-        if (event.host or "") not in LOOPBACK:
+        if (event.host or "") not in LOOPBACK_CONFLICTS:  # a bind that serves 127.0.0.1
             return None
         with self.lock:
             now = time.monotonic()
             if self.held_since is None:
-                self.held_since = now
+                self.held_since, self.held_pid = now, event.pid
             self._look_for_connects()
             missing = [peer for peer in self.peers if peer not in self.tried]
             if missing and now - self.held_since < self.fault.timeout:
@@ -179,7 +188,7 @@ class ArmedListenLate(ArmedProcessFault):
                 self.tried[index] = footprint.t
         self.seen = len(events)
 
-    def miss(self) -> str:
+    def why_missed(self) -> str:
         head = f"{self.fault.describe()} ({self.context.where}) was never met"
         if self.let_go is not None:
             return f"{head}: {self.let_go}"

@@ -18,7 +18,7 @@ Never vacuous: the fault is met when two processes of the fleet held a lock on a
 the same time (at least one of them exclusively: two shared locks may overlap anywhere); a
 fault never met fails the launch, saying who locked what when, unless ``allow_miss=True``. A
 member that exits with a failure after it held a faulted lock at the same time as another is
-named with the fault. The child side is ``runtime/child_locks.py``.
+named with the fault. The child side is ``runtime/child/locks.py``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import ClassVar
 from pytest_startup_guard.checks import flag
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.faults.protocol import FaultEffect, MissFromWhy
 from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.runtime.controller import (
     RuntimeController,
@@ -107,7 +108,7 @@ class LockOverlap:
 
 
 @dataclass
-class ArmedLockFault:
+class ArmedLockFault(MissFromWhy):
     """One lock fault of one launch: who took its locks, and when two held one at once."""
 
     fault: LockNotExclusive
@@ -116,6 +117,7 @@ class ArmedLockFault:
     overlaps: list[LockOverlap] = field(default_factory=list)
     _held: dict[str, dict[int, LockTake]] = field(default_factory=dict)  # path -> pid -> take
     _waits: dict[tuple[int, str], OwnClock] = field(default_factory=dict)  # a first taker's wait
+    released_t: float | None = None  # the fleet's release, that times are counted from
 
     @property
     def met(self) -> bool:
@@ -126,8 +128,43 @@ class ArmedLockFault:
     def allow_miss(self) -> bool:
         return self.fault.allow_miss
 
+    @property
+    def effects(self) -> list[FaultEffect]:
+        """Each overlap: the process that took the lock while another held it."""
+        return [
+            FaultEffect(
+                overlap.second.member,
+                overlap.second.pid,
+                f"it took {overlap.path} ({overlap.second.how}) while {_who(overlap.first)}"
+                " held it",
+            )
+            for overlap in self.overlaps
+        ]
+
     def describe(self) -> str:
         return self.fault.describe()
+
+    def lines(self) -> list[str]:
+        """Met or not, and by whom, for a failure message."""
+        if self.met:
+            state = f"met: {_overlap_words(self.overlaps[0], self.released_t)}"
+            if len(self.overlaps) > 1:
+                state += f" (and {len(self.overlaps) - 1} more)"
+        else:
+            state = "NEVER MET" + (" (allow_miss)" if self.allow_miss else "")
+        return [f"lock fault {self.describe()}: {state}"]
+
+    def why_missed(self) -> str:
+        return (
+            f"lock fault {self.describe()} never met: no two processes held a lock on"
+            f" {self.fault.path} at the same time ({_takes_words(self, self.released_t)})."
+            " A lock fault that was never met proves nothing; if the servers may legitimately"
+            " not lock it, pass allow_miss=True to lock_not_exclusive()."
+        )
+
+    def cause(self, index: int) -> str | None:
+        """With whom member ``index`` held which lock at once; None: it held none so."""
+        return _shared_with(self, index) or None
 
     def __repr__(self) -> str:
         return f"<ArmedLockFault {self.describe()}: {len(self.overlaps)} overlaps>"
@@ -194,6 +231,7 @@ class LockFaults:
             for position, fault in faults
         ]
         self.group: str | None = None
+        self._controller: RuntimeController | None = None
         self._listener = _LockListener(self)
 
     def __bool__(self) -> bool:
@@ -203,7 +241,7 @@ class LockFaults:
         """Tell the members of fleet ``group``, at their hello, which locks do not exclude."""
         if not self.armed:
             return
-        self.group = group
+        self.group, self._controller = group, controller
         controller.fault_locks(group, [str(armed.fault.path) for armed in self.armed])
         controller.subscribe(self._listener)
 
@@ -221,9 +259,10 @@ class LockFaults:
                 return armed.take(event, member)
         return None
 
-    def close(self, controller: RuntimeController) -> None:
+    def close(self) -> None:
         """Stop: the fleet is stopping, its faults hear nothing more."""
-        controller.unsubscribe(self._listener)
+        if self._controller is not None:
+            self._controller.unsubscribe(self._listener)
 
     def gone(self, pid: int) -> None:
         """A process that ended holds no lock any more."""
@@ -239,39 +278,23 @@ class LockFaults:
 
     # -- what it comes to ----------------------------------------------------------------
 
+    def released(self, t: float) -> None:
+        """The fleet was released at ``t``: its messages count times from it."""
+        for armed in self.armed:
+            armed.released_t = t
+
     def cause(self, index: int) -> str | None:
         """The fault that explains a failure of member ``index``: one of its processes held a
         faulted lock at the same time as another process (None: none did)."""
-        for armed in self.armed:
-            reason = _shared_with(armed, index)
-            if reason:
-                return reason
-        return None
+        return next((cause for armed in self.armed if (cause := armed.cause(index))), None)
 
-    def lines(self, released_t: float | None) -> list[str]:
+    def lines(self) -> list[str]:
         """One line per fault: met or not, and by whom, for a failure message."""
-        lines = []
-        for armed in self.armed:
-            if armed.met:
-                overlap = armed.overlaps[0]
-                state = f"met: {_overlap_words(overlap, released_t)}"
-                if len(armed.overlaps) > 1:
-                    state += f" (and {len(armed.overlaps) - 1} more)"
-            else:
-                state = "NEVER MET" + (" (allow_miss)" if armed.allow_miss else "")
-            lines.append(f"lock fault {armed.describe()}: {state}")
-        return lines
+        return [line for armed in self.armed for line in armed.lines()]
 
-    def misses(self, released_t: float | None) -> list[str]:
+    def misses(self) -> list[str]:
         """Why each fault that was never met (and may not be missed) proves nothing."""
-        return [
-            f"lock fault {armed.describe()} never met: no two processes held a lock on"
-            f" {armed.fault.path} at the same time ({_takes_words(armed, released_t)})."
-            " A lock fault that was never met proves nothing; if the servers may legitimately"
-            " not lock it, pass allow_miss=True to lock_not_exclusive()."
-            for armed in self.armed
-            if not armed.met and not armed.allow_miss
-        ]
+        return [miss for armed in self.armed if (miss := armed.miss()) is not None]
 
 
 def split_lock_faults(faults: object) -> tuple[object, list[tuple[int, LockNotExclusive]]]:

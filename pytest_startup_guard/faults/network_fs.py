@@ -43,12 +43,11 @@ from pytest_startup_guard.faults.process import (
     ArmedProcessFault,
     FaultContext,
     ProcessFault,
+    described,
     under,
 )
-from pytest_startup_guard.runtime.events import (
-    AccessAnswer,
-    AccessEvent,
-)
+from pytest_startup_guard.faults.protocol import FaultEffect
+from pytest_startup_guard.runtime.events import AccessAnswer, AccessEvent
 from pytest_startup_guard.runtime.operations import operation_name
 
 WHERE = "network_fs()"
@@ -67,19 +66,16 @@ class NetworkFs:
     process_fault: ClassVar[bool] = True
 
     def describe(self) -> str:
-        parts = [repr(self.path)]
-        if self.members is not None:
-            parts.append(f"members={self.members!r}")
-        if self.delay != DEFAULT_DELAY:
-            parts.append(f"delay={self.delay:g}")
-        if self.allow_miss:
-            parts.append("allow_miss=True")
-        return f"network_fs({', '.join(parts)})"
+        return described(
+            "network_fs",
+            repr(self.path),
+            f"members={self.members!r}" if self.members is not None else None,
+            f"delay={self.delay:g}" if self.delay != DEFAULT_DELAY else None,
+            allow_miss=self.allow_miss,
+        )
 
     def arm(self, context: FaultContext) -> ArmedNetworkFs:
-        _name, _root, resolved = context.roots.check(
-            self.path, f"{self.describe()} ({context.where})", allow_root=True
-        )
+        resolved, paths = context.checked_path(self.describe(), self.path)
         if not os.path.isdir(resolved):
             raise InvalidArgumentError(
                 f"invalid path={self.path!r} for {self.describe()} ({context.where}): expected"
@@ -87,7 +83,7 @@ class NetworkFs:
                 + ("a file" if os.path.exists(resolved) else "a path that does not exist")
             )
         context.controller.watch(resolved)
-        return ArmedNetworkFs(self, context, (os.path.abspath(self.path), str(resolved)))
+        return ArmedNetworkFs(self, context, paths)
 
 
 def network_fs(
@@ -143,11 +139,17 @@ class NfsAnswer:
     t: float
     because: str  # "member 0 replaced it at +0.120 s"
 
+    def words(self) -> str:
+        """What it did, for a member's reason: ``its os.rmdir of /x failed with EBUSY (...)``."""
+        return (
+            f"its {operation_name(self.op)} of {self.path} failed with"
+            f" {errno.errorcode[self.errno]} ({self.kind}: {self.because})"
+        )
+
 
 @dataclass(eq=False)  # a listener: compared by identity
 class ArmedNetworkFs(ArmedProcessFault):
     fault: NetworkFs
-    context: FaultContext
     roots: tuple[str, ...]
     answers: list[NfsAnswer] = field(default_factory=list)
     # folder -> (member, pid, t) of whoever replaced or removed it last
@@ -161,6 +163,10 @@ class ArmedNetworkFs(ArmedProcessFault):
     @property
     def met(self) -> bool:
         return bool(self.answers)
+
+    @property
+    def effects(self) -> list[FaultEffect]:
+        return [FaultEffect(answer.member, answer.pid, answer.words()) for answer in self.answers]
 
     def _inside(self, path: str) -> bool:
         return any(under(path, root) for root in self.roots)
@@ -248,7 +254,7 @@ class ArmedNetworkFs(ArmedProcessFault):
         elif event.op == "os.rmdir":
             self.replaced[event.path] = (member, event.pid, event.t)
 
-    def miss(self) -> str:
+    def why_missed(self) -> str:
         return (
             f"{self.fault.describe()} ({self.context.where}) was never met: no member replaced"
             " or removed a folder another member had used, removed or renamed onto what another"
@@ -271,9 +277,4 @@ class ArmedNetworkFs(ArmedProcessFault):
         answers = [answer for answer in self.answers if answer.member == index]
         if not answers:
             return None
-        first = answers[0]
-        return (
-            f"its {operation_name(first.op)} of {first.path} failed with"
-            f" {errno.errorcode[first.errno]} ({first.kind}: {first.because}) from"
-            f" {self.fault.describe()}"
-        )
+        return f"{answers[0].words()} from {self.fault.describe()}"

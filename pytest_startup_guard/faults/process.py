@@ -1,5 +1,5 @@
 """Faults on what a launch's processes do, not on its ports: ``launch(faults=[...])`` takes them
-beside the port faults (``port_faults.py``).
+beside the port faults (``ports.py``).
 
 A process fault is armed before any member starts, hears every access of the fleet's
 processes through the child runtime (``RuntimeListener``) and may answer one with an errno
@@ -7,18 +7,21 @@ processes through the child runtime (``RuntimeListener``) and may answer one wit
 it is never vacuous: one that no process met fails the launch, unless made with
 ``allow_miss=True``; and a member that died of one is told so in its exit reason.
 
-``fs_errors.py`` and ``network_fs.py`` hold the faults; this module is what the launcher
-needs of them (``ProcessFault``, ``ArmedProcessFault``) and the set of one launch's
-(``ProcessFaults``).
+``fs_error.py``, ``network_fs.py``, ``interleave.py`` and ``listen_late.py`` hold the faults;
+this module is what they share (``ProcessFault``, ``FaultContext``, ``ArmedProcessFault``: an
+``ArmedFault`` of ``protocol.py``) and the set of one launch's (``ProcessFaults``, which
+``armed.ArmedFaults`` holds).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, cast
 
+from pytest_startup_guard.faults.protocol import FaultEffect, MissFromWhy
 from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.runtime.controller import (
     RuntimeController,
@@ -40,20 +43,32 @@ class FaultContext:
     where: str  # "faults[2] of server_fleet.launch()"
     ports: tuple[int | None, ...] = ()  # the port each member is told (None: no {port})
 
+    def checked_path(self, fault: str, path: str) -> tuple[Path, tuple[str, str]]:
+        """``path`` of the fault described ``fault``, refused unless it lies under the test's
+        folders (naming the fault and ``where``): resolved, and the pair its accesses are
+        matched against (as given, absolute; and resolved)."""
+        _name, _root, resolved = self.roots.check(path, f"{fault} ({self.where})", allow_root=True)
+        return resolved, (os.path.abspath(path), str(resolved))
 
-class ArmedProcessFault(RuntimeListener):
+    def watched_path(self, fault: str, path: str) -> tuple[str, str]:
+        """``checked_path``'s pair, once the controller watches the folder (for a file: the
+        folder it is in)."""
+        resolved, paths = self.checked_path(fault, path)
+        self.controller.watch(resolved if os.path.isdir(resolved) else resolved.parent)
+        return paths
+
+
+@dataclass(eq=False)  # a listener: compared by identity
+class ArmedProcessFault(MissFromWhy, RuntimeListener):
     """One process fault on one launch; it hears the fleet's accesses from its arming on.
-    Subclasses (dataclasses) set ``fault`` (what was given) and ``context``, and answer ``met``
-    and ``miss``."""
+    Subclasses (dataclasses) narrow ``fault`` (what was given), and answer ``met``,
+    ``effects`` and ``why_missed``."""
 
     fault: ProcessFault
     context: FaultContext
-    closed: bool = False  # stopped: it answers no access from now on
-    released_t: float | None = None  # the fleet's release (``ProcessFaults.released``)
-
-    @property
-    def met(self) -> bool:
-        raise NotImplementedError
+    closed: bool = field(default=False, kw_only=True)  # stopped: it answers no access now
+    # the fleet's release (``ProcessFaults.released``)
+    released_t: float | None = field(default=None, kw_only=True)
 
     @property
     def allow_miss(self) -> bool:
@@ -62,8 +77,9 @@ class ArmedProcessFault(RuntimeListener):
     def describe(self) -> str:
         return self.fault.describe()
 
-    def miss(self) -> str:
-        """Why it was never met (asked only when it was not)."""
+    @property
+    def effects(self) -> list[FaultEffect]:
+        """What it did to which process of the fleet."""
         raise NotImplementedError
 
     def lines(self) -> list[str]:
@@ -117,7 +133,7 @@ def is_process_fault(value: object) -> bool:
 
 
 def split_faults(faults: object) -> tuple[object, list[tuple[int, ProcessFault]]]:
-    """``faults=`` of a launch split in two: what the port faults check (``port_faults``,
+    """``faults=`` of a launch split in two: what the port faults check (``ports``,
     which refuses what is neither kind, naming it) and the process faults with their
     positions. A list may mix both kinds."""
     if faults is None or isinstance(faults, (str, bytes, dict)):
@@ -200,7 +216,7 @@ class ProcessFaults:
             armed.released_t = t
 
     def misses(self) -> list[str]:
-        return [armed.miss() for armed in self.armed if not armed.met and not armed.allow_miss]
+        return [miss for armed in self.armed if (miss := armed.miss()) is not None]
 
     def lines(self) -> list[str]:
         return [line for armed in self.armed for line in armed.lines()]
@@ -215,6 +231,15 @@ class ProcessFaults:
         if self._forwarder is not None and self._controller is not None:
             self._controller.unsubscribe(self._forwarder)
             self._forwarder = None
+
+
+def described(name: str, *parts: str | None, allow_miss: bool) -> str:
+    """``name(part, part, allow_miss=True)``: a fault as it was made; None parts (arguments
+    left at their defaults) are left out."""
+    shown = [part for part in parts if part is not None]
+    if allow_miss:
+        shown.append("allow_miss=True")
+    return f"{name}({', '.join(shown)})"
 
 
 def under(path: str, root: str) -> bool:

@@ -23,9 +23,11 @@ from pathlib import Path
 
 from pytest_startup_guard.checks import pattern
 from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.faults.armed import ArmedFaults
 from pytest_startup_guard.faults.lock_not_exclusive import LockFaults
-from pytest_startup_guard.faults.ports import ArmedPortFault, PortFaults
+from pytest_startup_guard.faults.ports import PortFaults
 from pytest_startup_guard.faults.process import ProcessFaults
+from pytest_startup_guard.faults.protocol import ArmedFault
 from pytest_startup_guard.fleet.ports import Lease
 from pytest_startup_guard.fleet.reaper import GRACE_SECONDS, Reaper
 from pytest_startup_guard.fleet.server import Server
@@ -67,7 +69,9 @@ class RunningMember:
     """A started member: its ``Server``, its process, its port lease and its output file."""
 
     server: Server
-    process: subprocess.Popen[bytes] | ForkedProcess  # forked from a warm template: ``warm.py``
+    process: (
+        subprocess.Popen[bytes] | ForkedProcess
+    )  # forked from a warm template: ``warm/forked.py``
     lease: Lease | None
     output_handle: object
 
@@ -82,7 +86,7 @@ class Fleet:
         group: BarrierGroup,
         controller: RuntimeController,
         reaper: Reaper,
-        port_faults: PortFaults,
+        faults: ArmedFaults,
         races: HubRace | None = None,
         *,
         workers_wanted: int | None = None,
@@ -93,10 +97,7 @@ class Fleet:
         self.group = group
         self.controller = controller
         self._reaper = reaper
-        self.port_faults = port_faults
-        # faults on what its processes do (fs_error, network_fs, ...): set by the launcher
-        self.process_faults = ProcessFaults(())
-        self.lock_faults = LockFaults((), None)  # locks that do not exclude: set by the launcher
+        self.armed_faults = faults  # every fault of its launch, armed and closed as one
         self.races = races
         self.released_t: float | None = None
         self.stopped = False
@@ -229,9 +230,25 @@ class Fleet:
         ]
 
     @property
-    def faults(self) -> list[ArmedPortFault]:
-        """The launch's port faults, in the order given: ``.port``, ``.hits``, ``.met``."""
-        return list(self.port_faults.armed)
+    def faults(self) -> list[ArmedFault]:
+        """Every fault of the launch, whatever its family, in the order given: each answers
+        ``met``, ``effects``, ``describe()``, ``miss()``, ``lines()``, ``cause(index)`` (a port
+        fault also ``.port``, ``.hits``; an ``fs_error`` ``.failed``; ...)."""
+        return self.armed_faults.listed()
+
+    @property
+    def port_faults(self) -> PortFaults:
+        return self.armed_faults.ports
+
+    @property
+    def process_faults(self) -> ProcessFaults:
+        """Faults on what its processes do (fs_error, network_fs, ...)."""
+        return self.armed_faults.processes
+
+    @property
+    def lock_faults(self) -> LockFaults:
+        """Locks that do not exclude."""
+        return self.armed_faults.locks
 
     @property
     def servers(self) -> list[Server]:
@@ -250,12 +267,7 @@ class Fleet:
     def summary(self) -> str:
         ready = sum(1 for server in self.servers if server.ready)
         head = f"fleet of {len(self)} x `{self.label}`: {ready} of {len(self)} ready within {self.timeout:g} s"
-        faults = [
-            *self.start_lines,
-            *self.port_faults.lines(),
-            *self.process_faults.lines(),
-            *self.lock_faults.lines(self.released_t),
-        ]
+        faults = [*self.start_lines, *self.armed_faults.lines()]
         return "\n".join([head, *faults, *(server.report() for server in self.servers)])
 
     def assert_all_ready(self) -> None:
@@ -341,9 +353,7 @@ class Fleet:
         for server in self.servers:
             server.stopped_t = stopped_t
         self.stopped = True
-        self.port_faults.close()  # ports taken by port_taken faults are given back
-        self.process_faults.close()
-        self.lock_faults.close(self.controller)
+        self.armed_faults.close()  # ports taken by port_taken faults are given back
         with _alarm_blocked():
             members = [running.process for running in self._running]
             descendants = self._descendants()

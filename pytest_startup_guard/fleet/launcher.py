@@ -30,9 +30,8 @@ from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
-from pytest_startup_guard.faults.lock_not_exclusive import LockFaults, split_lock_faults
+from pytest_startup_guard.faults.armed import ArmedFaults, ArmingPlace, LaunchShape
 from pytest_startup_guard.faults.ports import PortFaults
-from pytest_startup_guard.faults.process import ProcessFaults, split_faults
 from pytest_startup_guard.fleet import ready as ready_module
 from pytest_startup_guard.fleet.exit_wait import ExitWait
 from pytest_startup_guard.fleet.fleet import Fleet, RunningMember
@@ -167,7 +166,7 @@ class _Plan:
 
 
 class _FleetMembers:
-    """A fleet's members as its port faults see them (``port_faults.Members``)."""
+    """A fleet's members as its port faults see them (``faults.port_base.Members``)."""
 
     def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
@@ -219,7 +218,7 @@ class FleetLauncher:
         warm_default: WarmMode = "off",
     ) -> None:
         self.controller = controller
-        # Members forked from warm templates (``warm.py``): the session's, and the run's
+        # Members forked from warm templates (``warm/templates.py``): the session's, and the run's
         # --startup-guard-warm for launches that give no warm=.
         self.warm_templates = warm_templates
         self.warm_default = warm_default
@@ -258,16 +257,9 @@ class FleetLauncher:
             spec.native_accesses,
         )
         warm, preload = spec.warm, spec.preload
-        given_faults, given_lock_faults = split_lock_faults(faults)
         roots = self.races.roots if self.races is not None else None
-        lock_faults = LockFaults(given_lock_faults, roots)
-        given_port_faults, given_process_faults = split_faults(given_faults)
-        port_faults = PortFaults(
-            given_port_faults,
-            count=count,
-            needs_port=_needs_port(argv, ready),
-            ready_label=_describe_probe(ready),
-        )
+        shape = LaunchShape(count, _needs_port(argv, ready), _describe_probe(ready), roots)
+        armed_faults = ArmedFaults(faults, shape)  # checked here, before anything starts
         workdir = Path(cwd) if cwd is not None else None
         base_env = self._environment(self._watched_cache(cache), env)
         if native_accesses:
@@ -275,7 +267,7 @@ class FleetLauncher:
         program = resolve_command(argv[0], base_env, workdir)
         plan = _Plan(argv, count, base_env, workdir, runs_python(program), tuple(member_env))
         leases = self._lease_ports(argv, count, ready, ports)
-        told = port_faults.told_ports(
+        told = armed_faults.told_ports(
             [lease.port if lease is not None else None for lease in leases]
         )
         plan = replace(plan, told=tuple(told))
@@ -288,25 +280,21 @@ class FleetLauncher:
                 if lease is not None:
                     lease.release()
             raise
-        fleet, folder = self._new_fleet(plan.label, count, timeout, port_faults, workers)
+        fleet, folder = self._new_fleet(plan.label, count, timeout, armed_faults, workers)
         if warm_start is not None:
             fleet.start_lines.append(warm_start.line(count))
-        fleet.process_faults = ProcessFaults(given_process_faults)
-        fleet.lock_faults = lock_faults
         try:
-            port_faults.arm(self.controller, told, _FleetMembers(fleet), python=plan.python)
-            fleet.process_faults.arm(
-                self.controller,
-                f"{fleet.group.name}:",
-                self.races.roots if self.races is not None else PluginRoots(),
-                "server_fleet.launch()",
-                told,
+            armed_faults.arm(
+                ArmingPlace(
+                    self.controller,
+                    fleet.group.name,
+                    told,
+                    _FleetMembers(fleet),
+                    plan.python,
+                    roots if roots is not None else PluginRoots(),
+                )
             )
-            lock_faults.arm(self.controller, fleet.group.name)
-        except BaseException:
-            port_faults.close()
-            fleet.process_faults.close()
-            lock_faults.close(self.controller)
+        except BaseException:  # the faults closed themselves
             for lease in leases:
                 if lease is not None:
                     lease.release()
@@ -318,20 +306,15 @@ class FleetLauncher:
         raced_names = fleet.raced_names()
         for server in fleet.servers:
             server.released_t, server.raced_names = fleet.released_t, raced_names
-        port_faults.released(fleet.released_t)
-        fleet.process_faults.released(fleet.released_t)
+        armed_faults.released(fleet.released_t)
         self._watch(fleet, ready, timeout)
-        port_faults.settle()
+        armed_faults.settle()
         for server in fleet.servers:
             if server.state == "exited" and server.returncode:
-                reason = lock_faults.cause(server.index)
+                reason = armed_faults.failure_cause(server.index)
                 if reason:
                     server.reason = f"{server.reason}; {reason}" if server.reason else reason
-        misses = [
-            *port_faults.misses(),
-            *fleet.process_faults.misses(),
-            *lock_faults.misses(fleet.released_t),
-        ]
+        misses = armed_faults.misses()
         if misses:
             raise AssertionError("\n".join([*misses, fleet.summary()]))
         return fleet
@@ -346,7 +329,7 @@ class FleetLauncher:
         native_accesses: bool,
         port: int | None,
     ) -> WarmStart | None:
-        """How the members start (``warm.py``): None for cold starts as asked. A probe runs
+        """How the members start (``warm/templates.py``): None for cold starts as asked. A probe runs
         member 0's command (it stops before it binds ``port``)."""
         choice = warm_choice(warm, preload, self.warm_default)
         if choice == "off":
@@ -419,7 +402,7 @@ class FleetLauncher:
         label: str,
         count: int,
         timeout: float,
-        port_faults: PortFaults,
+        faults: ArmedFaults,
         workers: int | None,
     ) -> tuple[Fleet, Path]:
         """A fleet with no members yet, behind a new barrier, and the folder for their output."""
@@ -432,7 +415,7 @@ class FleetLauncher:
             group,
             self.controller,
             self.reaper,
-            port_faults,
+            faults,
             self.races,
             workers_wanted=workers,
         )
@@ -602,7 +585,7 @@ class FleetLauncher:
                     code,
                     now - released,
                 )
-                server.reason = self._exit_reason(fleet, server, code, faults)
+                server.reason = self._exit_reason(fleet, server, code)
                 return
             if faulted:
                 assert faults is not None
@@ -677,9 +660,7 @@ class FleetLauncher:
             return True
         return False
 
-    def _exit_reason(
-        self, fleet: Fleet, server: Server, code: int, faults: PortFaults | None = None
-    ) -> str:
+    def _exit_reason(self, fleet: Fleet, server: Server, code: int) -> str:
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -690,15 +671,10 @@ class FleetLauncher:
         # Its output is searched a block at a time: it may have printed a lot.
         if not printed_something(server.output_path):
             hints.append("it printed nothing")
-        if server.output_mentions("Address already in use"):
-            cause = faults.cause(server.index) if faults is not None else None
-            if cause is not None:
-                hints.append(cause)
-            elif server.port is not None:
-                hints.append(f"port {server.port} was taken before it could bind it")
-        fault = fleet.process_faults.cause(server.index)
-        if fault is not None:
-            hints.append(fault)
+        address_in_use = server.output_mentions("Address already in use")
+        hints += fleet.armed_faults.exit_causes(
+            server.index, address_in_use=address_in_use, port=server.port
+        )
         if code == 0:
             hints.append(self._clean_exit_hint(fleet, server))
         return "; ".join(hints)

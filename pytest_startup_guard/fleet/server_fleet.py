@@ -89,7 +89,7 @@ class ServerFleet:
         )
         self.explorations: list[Exploration] = []
         # explore_writer: what it found, and the run's pair to replay (set by the plugin; None:
-        # read from the environment, ``writer_exploration.writer_settings_of``)
+        # read from the environment, ``explore.writer.writer_settings_of``)
         self.writer_explorations: list[WriterExploration] = []
         self.writer_settings: WriterSettings | None = None
         self._route: LaunchRoute | None = None

@@ -45,10 +45,10 @@ class HubRemote:
     def __init__(self, cache: FakeHubCache) -> None:
         self.cache = cache
         self.repos = RemoteRepos(cache.lfs_threshold)
-        self.faults = WireFaults()
+        self.wire_faults = WireFaults()  # what the server asks which fault acts on a request
         self._requests: list[RemoteRequest] = []
         self._lock = threading.Lock()
-        self._server = HubServer(self.repos, self.faults, self._log)
+        self._server = HubServer(self.repos, self.wire_faults, self._log)
         self.url = self._server.url
         self._controller: RuntimeController | None = None
 
@@ -107,7 +107,14 @@ class HubRemote:
     def inject(self, *faults: object) -> list[ArmedWireFault]:
         """Arm faults on the wire (``slow_body``, ``drop_connection``, ``server_error``,
         ``wrong_etag``); one that no request met fails the test unless ``allow_miss=True``."""
-        return self.faults.arm(faults, "hub_remote.inject()")
+        return self.wire_faults.arm(faults, "hub_remote.inject()")
+
+    @property
+    def faults(self) -> list[ArmedWireFault]:
+        """Every fault injected, in the order given: each answers ``met``, ``effects``,
+        ``describe()``, ``miss()``, ``lines()``, as a fleet's faults do (``.hits``,
+        ``.seen``, ``.paths`` too)."""
+        return self.wire_faults.listed()
 
     # -- verdicts --------------------------------------------------------------------------------
 
@@ -154,7 +161,7 @@ class HubRemote:
         """Stop the server; the faults no request met, the addresses other than loopback that
         a process reached, the server threads that did not end: as problems."""
         problems = self._server.close()
-        problems += self.faults.unmet()
+        problems += self.wire_faults.unmet()
         if self._controller is not None:
             problems += off_loopback(self._controller, self.url)
         return problems

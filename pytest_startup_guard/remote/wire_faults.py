@@ -15,21 +15,23 @@ What matches: ``filename`` names a file of the repo; the fault acts on requests 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from pytest_startup_guard.checks import flag, seconds, shown, whole_number
 from pytest_startup_guard.errors import ArgumentTypeError
 from pytest_startup_guard.remote.repos import checked_filename
 
-KINDS = ("slow_body", "drop_connection", "server_error", "wrong_etag")
-BODY_KINDS = ("slow_body", "drop_connection")
+WireKind = Literal["slow_body", "drop_connection", "server_error", "wrong_etag"]
+KINDS: tuple[WireKind, ...] = ("slow_body", "drop_connection", "server_error", "wrong_etag")
+BODY_KINDS: tuple[WireKind, ...] = ("slow_body", "drop_connection")  # they act on a body sent
 
 
 @dataclass(frozen=True)
 class WireFault:
     """A fault on the wire, not yet armed: ``hub_remote.inject(fault)`` arms it."""
 
-    kind: str
+    kind: WireKind
     filename: str | None
     nth: int
     times: int | None
@@ -51,9 +53,12 @@ class WireFault:
 
 
 def _common(
-    where: str, filename: object, nth: object, times: object, allow_miss: object, *, optional: bool
-) -> tuple[str | None, int, int | None, bool]:
-    if filename is None and optional:
+    kind: WireKind, filename: object, nth: object, times: object, allow_miss: object
+) -> WireFault:
+    """A ``kind`` fault with what every kind takes checked (``filename``, ``nth``, ``times``,
+    ``allow_miss``); its own arguments are checked next, by its constructor."""
+    where = f"{kind}()"
+    if filename is None and kind == "server_error":  # the repo-info call
         name = None
     elif not isinstance(filename, str):
         raise ArgumentTypeError(
@@ -67,7 +72,7 @@ def _common(
         whole_number("times", times, where, minimum=1, meaning="requests in a row, or None")
     flag("allow_miss", allow_miss, where)
     assert isinstance(nth, int) and (times is None or isinstance(times, int))
-    return name, nth, times, bool(allow_miss)
+    return WireFault(kind, name, nth, times, bool(allow_miss))
 
 
 def slow_body(
@@ -80,11 +85,14 @@ def slow_body(
     allow_miss: bool = False,
 ) -> WireFault:
     """The file's body is sent ``chunk`` bytes at a time, ``delay`` seconds apart."""
-    where = "slow_body()"
-    name, nth, times, miss = _common(where, filename, nth, times, allow_miss, optional=False)
-    seconds("delay", delay, where)
-    whole_number("chunk", chunk, where, minimum=1, meaning="bytes sent between two pauses")
-    return WireFault("slow_body", name, nth, times, miss, delay=float(delay), chunk=chunk)
+    fault, where = _common("slow_body", filename, nth, times, allow_miss), "slow_body()"
+    return replace(
+        fault,
+        delay=seconds("delay", delay, where),
+        chunk=whole_number(
+            "chunk", chunk, where, minimum=1, meaning="bytes sent between two pauses"
+        ),
+    )
 
 
 def drop_connection(
@@ -97,10 +105,11 @@ def drop_connection(
 ) -> WireFault:
     """The connection is closed after ``after_bytes`` bytes of the file's body (a download cut
     off: the client has a partial file and must resume with ``Range`` or start again)."""
-    where = "drop_connection()"
-    name, nth, times, miss = _common(where, filename, nth, times, allow_miss, optional=False)
-    whole_number("after_bytes", after_bytes, where, minimum=0, meaning="bytes sent before the cut")
-    return WireFault("drop_connection", name, nth, times, miss, after_bytes=after_bytes)
+    fault = _common("drop_connection", filename, nth, times, allow_miss)
+    cut = whole_number(
+        "after_bytes", after_bytes, "drop_connection()", meaning="bytes sent before the cut"
+    )
+    return replace(fault, after_bytes=cut)
 
 
 def server_error(
@@ -112,10 +121,13 @@ def server_error(
     allow_miss: bool = False,
 ) -> WireFault:
     """The request is answered with ``status`` (500 to 599) and no body."""
-    where = "server_error()"
-    name, nth, times, miss = _common(where, filename, nth, times, allow_miss, optional=True)
-    whole_number("status", status, where, minimum=500, maximum=599, meaning="a 5xx status")
-    return WireFault("server_error", name, nth, times, miss, status=status)
+    fault = _common("server_error", filename, nth, times, allow_miss)
+    return replace(
+        fault,
+        status=whole_number(
+            "status", status, "server_error()", minimum=500, maximum=599, meaning="a 5xx status"
+        ),
+    )
 
 
 def wrong_etag(
@@ -126,19 +138,61 @@ def wrong_etag(
     allow_miss: bool = False,
 ) -> WireFault:
     """The file's ``ETag`` (and ``X-Linked-Etag``) name other content than the body sent."""
-    where = "wrong_etag()"
-    name, nth, times, miss = _common(where, filename, nth, times, allow_miss, optional=False)
-    return WireFault("wrong_etag", name, nth, times, miss)
+    return _common("wrong_etag", filename, nth, times, allow_miss)
+
+
+@dataclass(frozen=True)
+class RequestEffect:
+    """A request a wire fault acted on (an ``Effect`` of ``faults/protocol.py``): the wire
+    cannot tell which member, nor which process, sent it."""
+
+    what: str  # "it answered GET /api/models/... with its fault"
+    member: int | None = None
+    pid: int | None = None
 
 
 @dataclass
 class ArmedWireFault:
-    """A fault in force on one remote: the matching requests it has seen and acted on."""
+    """A fault in force on one remote: the matching requests it has seen and acted on. It
+    answers what every armed fault answers (``faults/protocol.py``'s ``ArmedFault``, which
+    ``remote`` may not import: it fits it by shape)."""
 
     fault: WireFault
     seen: int = 0
     hits: int = 0
     paths: list[str] = field(default_factory=list)
+
+    @property
+    def met(self) -> bool:
+        return self.hits > 0
+
+    @property
+    def allow_miss(self) -> bool:
+        return self.fault.allow_miss
+
+    @property
+    def effects(self) -> list[RequestEffect]:
+        return [RequestEffect(f"it acted on {path}") for path in self.paths]
+
+    def miss(self) -> str | None:
+        """Why it proves nothing, for the test's teardown; None when it was met or may miss."""
+        if self.met or self.allow_miss:
+            return None
+        return (
+            f"{self.describe()}: no request met it ({self.seen} matching request(s) seen;"
+            " allow_miss=True if that may be)"
+        )
+
+    def lines(self) -> list[str]:
+        if not self.met:
+            return [f"wire fault {self.describe()}: NEVER MET ({self.seen} matching request(s))"]
+        return [
+            f"wire fault {self.describe()}: met: acted on {self.hits} of {self.seen} request(s)"
+        ]
+
+    def cause(self, index: int) -> str | None:
+        """None: the wire cannot tell which member sent a request."""
+        return None
 
     def take(self, path: str) -> bool:
         """Count a matching request; whether the fault acts on it."""
@@ -188,11 +242,11 @@ class WireFaults:
                     found = armed
         return found
 
+    def listed(self) -> list[ArmedWireFault]:
+        """Every fault armed on the remote, in the order injected."""
+        with self._lock:
+            return list(self.armed)
+
     def unmet(self) -> list[str]:
         with self._lock:
-            return [
-                f"{armed.describe()}: no request met it ({armed.seen} matching request(s) seen;"
-                " allow_miss=True if that may be)"
-                for armed in self.armed
-                if armed.hits == 0 and not armed.fault.allow_miss
-            ]
+            return [miss for armed in self.armed if (miss := armed.miss()) is not None]

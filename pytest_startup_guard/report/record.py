@@ -29,7 +29,7 @@ from pytest_startup_guard.wording import printable
 
 if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache
-    from pytest_startup_guard.faults.ports import ArmedPortFault
+    from pytest_startup_guard.faults.port_base import ArmedPortFault
     from pytest_startup_guard.fleet.fleet import Fleet
     from pytest_startup_guard.fleet.server import Server
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
@@ -285,7 +285,7 @@ def fleet_facts(record: StartupRecord, fleet: Fleet) -> dict[str, Any]:
         "released": record.since(fleet.released_t),
         "stopped": _stopped(record, fleet),
         "servers": [server_facts(record, fleet, server) for server in fleet.servers],
-        "port_faults": [port_fault_facts(record, armed) for armed in fleet.faults],
+        "port_faults": [port_fault_facts(record, armed) for armed in fleet.port_faults.armed],
     }
 
 

@@ -3,7 +3,7 @@
 A step is one file operation of the writer under the watched cache, as the child runtime reports
 it: before the call, so a writer held at its step k+1 shows every other process the state after
 its step k (and after what it wrote through descriptors since). Its process also reports
-``startup_guard.opened`` right after an open for writing returned (``runtime/child_steps.py``):
+``startup_guard.opened`` right after an open for writing returned (``runtime/child/steps.py``):
 without it, the state between ``open(ref, "w")`` (truncated) and the write would never be shown.
 
 ``WriterRun`` starts one writer process (a new session, its output in a file, the member label

@@ -480,7 +480,10 @@ def main(arguments: list[str]) -> int:
     if arguments[:1] == ["--serve"]:
         template = _Template(int(arguments[1]), int(arguments[2]))
         return template.serve(arguments[3:])
-    print("usage: warm_template --probe SPEC | --serve REQUESTS REPLIES MODULE...", file=sys.stderr)
+    print(
+        "usage: python -m pytest_startup_guard.fleet.warm.template --probe SPEC | --serve REQUESTS REPLIES MODULE...",
+        file=sys.stderr,
+    )
     return 2
 
 

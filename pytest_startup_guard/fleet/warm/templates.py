@@ -1,6 +1,6 @@
 """Members forked from a warm template: ``launch(..., warm=True)`` or ``preload=[modules]``.
 
-A template (``warm_template.py``, a process of its own) imports a server's stack once and forks
+A template (``template.py``, a process of its own) imports a server's stack once and forks
 one member per request; each member then becomes what a cold start of its command would be, so
 a launch pays the imports once per session instead of once per member.
 
