@@ -1,45 +1,40 @@
-"""``FleetLauncher``: N real server processes started at the same moment, watched one by one.
+"""``FleetLauncher``: N real server processes started at the same moment.
 
-``launch`` creates every process behind the child runtime's start barrier, releases them
-together, and then watches each member on its own thread: ready (its probe says so, and with
-``workers=N`` N of its workers are up), rejected (it answered, wrongly), exited (fail-fast: its
-own wait ends at once, its siblings go on), or hung (still not ready at the time-out: its Python
-stacks are collected). Output goes to a file per member, never to a pipe that could fill up.
-
-``faults=`` puts port faults on a launch (``port_faults``): they are armed before any member
-starts, a member they involve is probed only on a port its own tree listens on, and a fault
-that no member met fails the launch. Lock faults (``lock_faults``: locks that do not exclude)
-are told to the members at their hello, and name themselves in the reason of a member that
-failed after it held such a lock at once with another.
+``launch`` takes one checked ``LaunchSpec`` (``spec.py``): it arms the launch's faults
+(``faults.armed``) before any member starts, plans what each member runs (``plan.py``), starts
+every process behind the child runtime's start barrier (cold, or forked from a warm template:
+``warm/``), releases them together, and hands the fleet to its ``FleetWatcher``
+(``watcher.py``), which follows each member until it is decided. Output goes to a file per
+member, never to a pipe that could fill up. A fault that no member met then fails the launch,
+and a lock fault names itself in the reason of a member that failed after it held such a lock
+at once with another.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import shlex
-import shutil
-import signal
 import subprocess
-import sys
-import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.faults.armed import ArmedFaults, ArmingPlace, LaunchShape
-from pytest_startup_guard.faults.ports import PortFaults
-from pytest_startup_guard.fleet import ready as ready_module
-from pytest_startup_guard.fleet.exit_wait import ExitWait
 from pytest_startup_guard.fleet.fleet import Fleet, RunningMember
-from pytest_startup_guard.fleet.output import printed_something
+from pytest_startup_guard.fleet.plan import (
+    LaunchPlan,
+    describe_probe,
+    needs_port,
+    resolve_command,
+    runs_python,
+)
 from pytest_startup_guard.fleet.ports import Lease, PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.server import Server
-from pytest_startup_guard.fleet.spec import PLACEHOLDER, PLACEHOLDERS, LaunchSpec
+from pytest_startup_guard.fleet.spec import LaunchSpec
 from pytest_startup_guard.fleet.warm.forked import ForkedProcess
 from pytest_startup_guard.fleet.warm.templates import (
     WarmMode,
@@ -47,122 +42,23 @@ from pytest_startup_guard.fleet.warm.templates import (
     WarmTemplates,
     warm_choice,
 )
-from pytest_startup_guard.fleet.workers import (
-    leftover_kind,
-    listening_pids,
-)
+from pytest_startup_guard.fleet.watcher import FleetWatcher
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.runtime.controller import RuntimeController
 from pytest_startup_guard.runtime.native.build import interposer_library, preload_env
-from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
-from pytest_startup_guard.wording import printable
-
-_OTHER_PORT = re.compile(r"\{port\d+\}")  # {port0}: the port member 0 is told
-POLL_SECONDS = 0.01  # how often a member's exit and probe are looked at
-WAIT_SAMPLE_EVERY = 5  # polls between two reads of a member's CPU wait (it is gone once reaped)
 
 
-def fill_placeholders(argv: Sequence[str], values: Mapping[str, object]) -> list[str]:
-    """Replace ``{port}``, ``{index}``, ``{count}`` and ``{port<i>}`` (the port member i is
-    told); any other ``{name}`` is a clear error."""
-    filled = []
-    for position, arg in enumerate(argv):
-        if not isinstance(arg, str):
-            raise TypeError(
-                f"invalid argv[{position}] {arg!r} for server_fleet.launch(): expected a str"
-            )
-
-        def replace(match: re.Match[str], position: int = position, arg: str = arg) -> str:
-            name = match.group(1)
-            if name not in values:
-                known = ", ".join("{" + key + "}" for key in PLACEHOLDERS)
-                raise ValueError(
-                    f"unknown placeholder {match.group(0)} in argv[{position}] {arg!r} of"
-                    f" server_fleet.launch(); known: {known} (write {{{{ and }}}} for braces)"
-                )
-            return str(values[name])
-
-        filled.append(PLACEHOLDER.sub(replace, arg).replace("{{", "{").replace("}}", "}"))
-    return filled
-
-
-def resolve_command(command: str, env: Mapping[str, str], cwd: Path | None) -> str:
-    """The program that will run, or a clear error before anything starts."""
-    if os.sep in command:
-        path = Path(command) if os.path.isabs(command) or cwd is None else cwd / command
-        if not path.is_file():
-            raise StartupGuardError(
-                f"command {command!r} (argv[0] of server_fleet.launch) does not exist: no such file"
-            )
-        if not os.access(path, os.X_OK):
-            raise StartupGuardError(
-                f"command {command!r} (argv[0] of server_fleet.launch) is not executable"
-            )
-        return str(path)
-    found = shutil.which(command, path=env.get("PATH", os.defpath))
-    if found is None:
-        raise StartupGuardError(
-            f"command {command!r} (argv[0] of server_fleet.launch) does not exist:"
-            f" not found on PATH={env.get('PATH', '')}"
-        )
-    return found
-
-
-def runs_python(program: str) -> bool:
-    """Whether the program is a Python interpreter or a script run by one (it will say hello)."""
-    if os.path.basename(program).startswith("python") or os.path.realpath(
-        program
-    ) == os.path.realpath(sys.executable):
-        return True
+@contextmanager
+def _given_back_on_error(leases: Sequence[Lease | None]) -> Iterator[None]:
+    """The leased ports go back if what the block does fails (nothing holds them yet)."""
     try:
-        with open(program, "rb") as handle:
-            first = handle.readline(200)
-    except OSError:
-        return False
-    return first.startswith(b"#!") and b"python" in first
-
-
-def _needs_port(argv: Sequence[str], ready: ready_module.Probe) -> bool:
-    """Whether members get a port: argv has ``{port}``, or the probe connects to one."""
-    return (
-        any("{port}" in arg or _OTHER_PORT.search(arg) for arg in argv)
-        or isinstance(ready, (ready_module.Http, ready_module.Tcp))
-        or getattr(ready, "needs_port", False)  # ready.file("...{port}...")
-    )
-
-
-def _describe_probe(ready: ready_module.Probe) -> str:
-    describe = getattr(ready, "describe", None)
-    return str(describe()) if callable(describe) else repr(ready)
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What each member of one launch runs, decided before any of them starts."""
-
-    argv: list[str]  # with its placeholders: each member fills in its own
-    count: int
-    env: dict[str, str]
-    cwd: Path | None
-    python: bool  # a Python program, which reports in at the start barrier
-    member_env: tuple[Mapping[str, str], ...] = ()  # per member, over ``env`` (an explore's caches)
-    told: tuple[int | None, ...] = ()  # the port each member is told: ``{port<i>}`` in any argv
-
-    @property
-    def label(self) -> str:
-        return " ".join(shlex.quote(arg) for arg in self.argv)
-
-    def command(self, index: int, port: int | None) -> list[str]:
-        """Member ``index``'s argv, its placeholders filled in."""
-        values: dict[str, object] = {
-            "port": port if port is not None else "",
-            "index": index,
-            "count": self.count,
-        }
-        for other, told in enumerate(self.told):
-            values[f"port{other}"] = told if told is not None else ""
-        return fill_placeholders(self.argv, values)
+        yield
+    except BaseException:
+        for lease in leases:
+            if lease is not None:
+                lease.release()
+        raise
 
 
 class _FleetMembers:
@@ -237,101 +133,78 @@ class FleetLauncher:
     def launch(self, spec: LaunchSpec) -> Fleet:
         """Start ``spec.count`` processes of ``spec.argv`` at once; return when each is ready,
         has exited, or has passed the readiness time-out. Ready ones run until
-        ``stop``/teardown. The spec was checked where it was built (``LaunchSpec.checked``).
-
-        ``warm=True`` / ``preload=[modules]``: fork the members from a warm template
-        (``warm/templates.py``); ``warm="or_cold"``: or start them cold where that is unsafe.
-        ``faults``: a fault that no member met raises ``AssertionError`` here, unless it was
-        made with ``allow_miss=True``. ``member_env``: one mapping per member, over ``env`` (an
-        exploration's private caches). ``workers=N``: a member is ready only once its probe
-        says so and N of its workers are up (``workers.py``). ``native_accesses=True``: every
-        process of the fleet also reports the file calls its native code makes
-        (``runtime/native``)."""
+        ``stop``/teardown. The spec was checked where it was built (``LaunchSpec.checked``); a
+        fault that no member met raises ``AssertionError`` here, unless it was made with
+        ``allow_miss=True``."""
         __tracebackhide__ = True
-        argv, count, ready, timeout = list(spec.argv), spec.count, spec.ready, spec.timeout
-        faults, cwd, ports, member_env = spec.faults, spec.cwd, spec.ports, spec.member_env
-        env, cache, workers, native_accesses = (
-            spec.env,
-            spec.cache,
-            spec.workers,
-            spec.native_accesses,
-        )
-        warm, preload = spec.warm, spec.preload
         roots = self.races.roots if self.races is not None else None
-        shape = LaunchShape(count, _needs_port(argv, ready), _describe_probe(ready), roots)
-        armed_faults = ArmedFaults(faults, shape)  # checked here, before anything starts
-        workdir = Path(cwd) if cwd is not None else None
-        base_env = self._environment(self._watched_cache(cache), env)
-        if native_accesses:
-            base_env.update(self._native_preload(base_env))
-        program = resolve_command(argv[0], base_env, workdir)
-        plan = _Plan(argv, count, base_env, workdir, runs_python(program), tuple(member_env))
-        leases = self._lease_ports(argv, count, ready, ports)
-        told = armed_faults.told_ports(
-            [lease.port if lease is not None else None for lease in leases]
-        )
+        ready = spec.ready
+        shape = LaunchShape(spec.count, needs_port(spec.argv, ready), describe_probe(ready), roots)
+        faults = ArmedFaults(spec.faults, shape)  # checked here, before anything starts
+        plan, program = self._plan(spec)
+        leases = self._lease_ports(spec)
+        told = faults.told_ports([lease.port if lease is not None else None for lease in leases])
         plan = replace(plan, told=tuple(told))
-        try:
-            warm_start = self._warm_start(
-                plan, program, warm, preload, timeout, native_accesses, told[0]
+        with _given_back_on_error(leases):
+            warm_start = self._warm_start(plan, program, spec, told[0])
+            fleet, folder = self._new_fleet(plan.label, spec, faults)
+            if warm_start is not None:
+                fleet.start_lines.append(warm_start.line(spec.count))
+            place = ArmingPlace(
+                self.controller,
+                fleet.group.name,
+                told,
+                _FleetMembers(fleet),
+                plan.python,
+                roots if roots is not None else PluginRoots(),
             )
-        except BaseException:
-            for lease in leases:
-                if lease is not None:
-                    lease.release()
-            raise
-        fleet, folder = self._new_fleet(plan.label, count, timeout, armed_faults, workers)
-        if warm_start is not None:
-            fleet.start_lines.append(warm_start.line(count))
-        try:
-            armed_faults.arm(
-                ArmingPlace(
-                    self.controller,
-                    fleet.group.name,
-                    told,
-                    _FleetMembers(fleet),
-                    plan.python,
-                    roots if roots is not None else PluginRoots(),
-                )
-            )
-        except BaseException:  # the faults closed themselves
-            for lease in leases:
-                if lease is not None:
-                    lease.release()
-            raise
+            faults.arm(place)  # on an error, the faults closed themselves
         self._start_members(fleet, plan, folder, leases, told, warm_start)
         if plan.python:  # only a Python member reports in at the barrier
             self._await_arrivals(fleet)
-        fleet.released_t = fleet.group.release()
-        raced_names = fleet.raced_names()
-        for server in fleet.servers:
-            server.released_t, server.raced_names = fleet.released_t, raced_names
-        armed_faults.released(fleet.released_t)
-        self._watch(fleet, ready, timeout)
-        armed_faults.settle()
+        self._release(fleet)
+        FleetWatcher(self.controller, fleet, ready).watch()
+        faults.settle()
         for server in fleet.servers:
             if server.state == "exited" and server.returncode:
-                reason = armed_faults.failure_cause(server.index)
+                reason = faults.failure_cause(server.index)
                 if reason:
                     server.reason = f"{server.reason}; {reason}" if server.reason else reason
-        misses = armed_faults.misses()
+        misses = faults.misses()
         if misses:
             raise AssertionError("\n".join([*misses, fleet.summary()]))
         return fleet
 
+    def _plan(self, spec: LaunchSpec) -> tuple[LaunchPlan, str]:
+        """What each member runs (its ports not told yet), and the program that runs."""
+        base_env = self._environment(self._watched_cache(spec.cache), spec.env)
+        if spec.native_accesses:
+            base_env.update(self._native_preload(base_env))
+        program = resolve_command(spec.argv[0], base_env, spec.cwd)
+        plan = LaunchPlan(
+            list(spec.argv),
+            spec.count,
+            base_env,
+            spec.cwd,
+            runs_python(program),
+            tuple(spec.member_env),
+        )
+        return plan, program
+
+    def _release(self, fleet: Fleet) -> None:
+        """Every member goes at once; its faults hear when."""
+        fleet.released_t = fleet.group.release()
+        raced_names = fleet.raced_names()
+        for server in fleet.servers:
+            server.released_t, server.raced_names = fleet.released_t, raced_names
+        fleet.armed_faults.released(fleet.released_t)
+
     def _warm_start(
-        self,
-        plan: _Plan,
-        program: str,
-        warm: bool | str | None,
-        preload: Sequence[str] | None,
-        timeout: float,
-        native_accesses: bool,
-        port: int | None,
+        self, plan: LaunchPlan, program: str, spec: LaunchSpec, port: int | None
     ) -> WarmStart | None:
         """How the members start (``warm/templates.py``): None for cold starts as asked. A probe runs
         member 0's command (it stops before it binds ``port``)."""
-        choice = warm_choice(warm, preload, self.warm_default)
+        choice = warm_choice(spec.warm, spec.preload, self.warm_default)
         if choice == "off":
             return None
         if self.warm_templates is None:
@@ -348,10 +221,10 @@ class FleetLauncher:
             program,
             plan.env,
             str(plan.cwd if plan.cwd is not None else Path.cwd()),
-            preload,
+            spec.preload,
             watch=watched,
-            timeout=timeout,
-            native_accesses=native_accesses,
+            timeout=spec.timeout,
+            native_accesses=spec.native_accesses,
         )
 
     def _native_preload(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -382,42 +255,29 @@ class FleetLauncher:
         base_env.update(env or {})
         return base_env
 
-    def _lease_ports(
-        self,
-        argv: Sequence[str],
-        count: int,
-        ready: ready_module.Probe,
-        ports: Sequence[int] | None,
-    ) -> list[Lease | None]:
+    def _lease_ports(self, spec: LaunchSpec) -> list[Lease | None]:
         """One lease per member: the ports asked for, free ones where argv or the probe needs
         a port, else None."""
-        if ports is not None:
-            return list(self.leases.lease_exactly(list(ports)))
-        if _needs_port(argv, ready):
-            return list(self.leases.lease(count))
-        return [None] * count
+        if spec.ports is not None:
+            return list(self.leases.lease_exactly(list(spec.ports)))
+        if needs_port(spec.argv, spec.ready):
+            return list(self.leases.lease(spec.count))
+        return [None] * spec.count
 
-    def _new_fleet(
-        self,
-        label: str,
-        count: int,
-        timeout: float,
-        faults: ArmedFaults,
-        workers: int | None,
-    ) -> tuple[Fleet, Path]:
+    def _new_fleet(self, label: str, spec: LaunchSpec, faults: ArmedFaults) -> tuple[Fleet, Path]:
         """A fleet with no members yet, behind a new barrier, and the folder for their output."""
-        group = self.controller.barrier(count)
+        group = self.controller.barrier(spec.count)
         folder = self.folder / f"fleet-{len(self.fleets)}"
         folder.mkdir(parents=True, exist_ok=True)
         fleet = Fleet(
             label,
-            timeout,
+            spec.timeout,
             group,
             self.controller,
             self.reaper,
             faults,
             self.races,
-            workers_wanted=workers,
+            workers_wanted=spec.workers,
         )
         self.fleets.append(fleet)
         return fleet, folder
@@ -425,7 +285,7 @@ class FleetLauncher:
     def _start_members(
         self,
         fleet: Fleet,
-        plan: _Plan,
+        plan: LaunchPlan,
         folder: Path,
         leases: list[Lease | None],
         told: list[int | None],
@@ -449,7 +309,7 @@ class FleetLauncher:
     def _start_member(
         self,
         fleet: Fleet,
-        plan: _Plan,
+        plan: LaunchPlan,
         folder: Path,
         index: int,
         lease: Lease | None,
@@ -507,217 +367,6 @@ class FleetLauncher:
         fleet.group.wait_for_arrivals(
             time.monotonic() + self.barrier_timeout, lambda i: by_index[i].poll() is None
         )
-
-    def _watch(self, fleet: Fleet, probe: ready_module.Probe, timeout: float) -> None:
-        assert fleet.released_t is not None
-        released = fleet.released_t
-        deadline = released + timeout
-        faults = fleet.port_faults
-        threads = [
-            threading.Thread(
-                target=self._watch_member,
-                args=(fleet, running, probe, released, deadline, faults),
-                daemon=True,
-            )
-            for running in fleet.running
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        for running in fleet.running:
-            if running.server.state in ("hung", "undecided"):
-                for pid in sorted(fleet.members_pids(running.server)):
-                    stack = self.controller.dump_stacks(pid)
-                    if stack:
-                        running.server.stacks[pid] = stack
-
-    def _watch_member(
-        self,
-        fleet: Fleet,
-        running: RunningMember,
-        probe: ready_module.Probe,
-        released: float,
-        deadline: float,
-        faults: PortFaults | None = None,
-    ) -> None:
-        with ExitWait(running.process.pid) as exit_wait:
-            self._follow_member(fleet, running, probe, released, deadline, faults, exit_wait)
-
-    def _follow_member(
-        self,
-        fleet: Fleet,
-        running: RunningMember,
-        probe: ready_module.Probe,
-        released: float,
-        deadline: float,
-        faults: PortFaults | None,
-        exit_wait: ExitWait,
-    ) -> None:
-        """Watch one member until it is ready, rejected, exited, hung or undecided.
-
-        The time-out counts the member's own time (``runtime/own_time.py``): on a busy machine
-        the time it waits for a CPU is not held against it, so "hung" means what it means on a
-        quiet machine. Past ``MAX_STRETCH`` times the time-out in wall time, a member that has
-        still not had its time is "undecided": the machine was too slow to decide.
-
-        A member in a port fault is probed on the port its own tree listens on (``own_port``);
-        a port probe waits until it listens on one: another process's socket proves nothing.
-        """
-        server = running.server
-        member = ready_module.Member(server.index, server.pid, server.port, server.output_path)
-        faulted = faults is not None and faults.involves(server.index)
-        port_probe = isinstance(probe, (ready_module.Http, ready_module.Tcp))
-        port, owned = member.port, False
-        clock = OwnClock(server.pid, released)
-        timeout = deadline - released
-        detail = ""
-        polls = 0
-        while True:
-            if polls % WAIT_SAMPLE_EVERY == 0:
-                server.seconds_waiting = clock.waited()  # read while the process is there
-            polls += 1
-            code = running.process.poll()
-            now = time.monotonic()
-            if code is not None:
-                server.state, server.returncode, server.seconds_to_exit = (
-                    "exited",
-                    code,
-                    now - released,
-                )
-                server.reason = self._exit_reason(fleet, server, code)
-                return
-            if faulted:
-                assert faults is not None
-                port, owned = faults.own_port(server.index)
-                if port is not None and port != member.port:
-                    member = replace(member, port=port)
-            try:
-                if faulted and port_probe and port is None:
-                    verdict = ready_module.NOT_YET  # it listens on nothing of its own yet
-                else:
-                    verdict = probe.check(member)
-            except Exception as error:  # a probe that cannot work is the test's error: say so
-                server.state, server.reason = (
-                    "rejected",
-                    printable(f"{probe.describe()} failed: {type(error).__name__}: {error}"),
-                )
-                return
-            now = time.monotonic()
-            if verdict.ready and fleet.workers_wanted is not None:
-                up = len(fleet.workers_up(server, now))
-                if up < fleet.workers_wanted:
-                    verdict = ready_module.Verdict(
-                        False,
-                        f"{up} of {fleet.workers_wanted} workers up"
-                        f" (launch(workers={fleet.workers_wanted}))",
-                    )
-            if verdict.ready:
-                if faulted:
-                    server.port, server.port_owned = member.port, owned
-                server.state, server.ready, server.seconds_to_ready = "ready", True, now - released
-                server.seconds_waiting = clock.waited()
-                return
-            if verdict.rejected:
-                server.state, server.reason = "rejected", printable(verdict.detail)
-                return
-            detail = verdict.detail or detail
-            if now >= deadline and self._decided(server, clock, probe, now, timeout, detail):
-                return
-            # Not Popen.wait(timeout): it polls waitpid from 0.5 ms up, and 32 members doing
-            # that on 2 cores slow down the very servers being watched. A member that exits
-            # wakes this sleep at once (a caught race ends when its first server dies).
-            exit_wait.sleep(POLL_SECONDS)
-
-    @staticmethod
-    def _decided(
-        server: Server,
-        clock: OwnClock,
-        probe: ready_module.Probe,
-        now: float,
-        timeout: float,
-        detail: str,
-    ) -> bool:
-        """Past the wall deadline: hung if it had its time, undecided if the machine never
-        gave it that time within ``MAX_STRETCH`` x the time-out, else keep watching."""
-        server.seconds_waiting = clock.waited()
-        wall = now - clock.started
-        if clock.own(now) >= timeout:
-            server.state, server.seconds_to_timeout = "hung", wall
-            server.reason = (
-                f"{probe.describe()} not ready after {timeout:g} s"
-                + (f" ({clock.describe(now)})" if server.seconds_waiting >= 0.05 else "")
-                + (f": {printable(detail)}" if detail else "")
-            )
-            return True
-        if wall >= timeout * MAX_STRETCH:
-            server.state, server.seconds_to_timeout = "undecided", wall
-            server.reason = (
-                f"{probe.describe()} not ready, but in {wall:.1f} s ({MAX_STRETCH:g} x the"
-                f" {timeout:g} s time-out) it had only {clock.own(now):.1f} s of its own time:"
-                f" {server.seconds_waiting:.1f} s waiting for a CPU"
-            )
-            return True
-        return False
-
-    def _exit_reason(self, fleet: Fleet, server: Server, code: int) -> str:
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = str(-code)
-            return f"killed by {name}"
-        hints = []
-        # Its output is searched a block at a time: it may have printed a lot.
-        if not printed_something(server.output_path):
-            hints.append("it printed nothing")
-        address_in_use = server.output_mentions("Address already in use")
-        hints += fleet.armed_faults.exit_causes(
-            server.index, address_in_use=address_in_use, port=server.port
-        )
-        if code == 0:
-            hints.append(self._clean_exit_hint(fleet, server))
-        return "; ".join(hints)
-
-    def _clean_exit_hint(self, fleet: Fleet, server: Server) -> str:
-        """Why a member that exited 0 before it was ready did so, as far as can be told.
-
-        The daemonizing hint is given only where a process left behind still serves (listens
-        on a port); a supervisor that gave up after its workers died is named for that, and
-        what it left behind for what each process is."""
-        fleet.catch_up(server)
-        workers = server.workers
-        failed = server.failed_workers(workers)
-        orphans = self._orphans(server)
-        serving = listening_pids(orphans)
-        left = ", ".join(f"{leftover_kind(pid, workers)} pid {pid}" for pid in orphans)
-        if serving:
-            return (
-                f"it exited 0 but left {left} running, and pid(s)"
-                f" {', '.join(map(str, sorted(serving)))} still serve: the server forked into"
-                " the background; run it in the foreground"
-            )
-        if failed:
-            return (
-                f"it exited 0 after {len(failed)} of its {len(workers)} workers failed:"
-                f" its supervisor gave up" + (f" (left running: {left})" if left else "")
-            )
-        return "a server should keep running; it exited 0 instead" + (
-            f" (left running: {left})" if left else ""
-        )
-
-    def _orphans(self, server: Server) -> list[int]:
-        """Processes left in the member's process group after it exited (daemonized children)."""
-        import psutil
-
-        orphans = []
-        for process in psutil.process_iter(["pid"]):
-            try:
-                if process.pid != server.pid and os.getpgid(process.pid) == server.pid:
-                    orphans.append(process.pid)
-            except (OSError, psutil.Error):
-                pass
-        return orphans
 
     def stop_all(self) -> None:
         for fleet in self.fleets:

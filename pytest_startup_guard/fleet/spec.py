@@ -111,15 +111,7 @@ class LaunchSpec:
         """Every argument of one launch, or an error naming the first bad one (``where``:
         ``server_fleet.launch()``, ``server_fleet.explore()``, ...). ``options`` are the
         keywords the entry point was given, ``accepted`` the ones it takes."""
-        known = set(accepted.__annotations__)  # a TypedDict's, its bases' included
-        for name in options:
-            if name not in known:
-                raise ArgumentTypeError(
-                    f"{where} got an unexpected keyword argument {name!r}; it takes"
-                    f" {', '.join(sorted(known))}"
-                )
-        if "ready" not in options:
-            raise ArgumentTypeError(f"{where} needs ready=: {PROBES}")
+        _keywords(options, accepted, where)
         count, ready, timeout = options.get("count", 1), options["ready"], options.get("timeout")
         env, cwd, cache = options.get("env"), options.get("cwd"), options.get("cache")
         ports, faults, workers = options.get("ports"), options.get("faults"), options.get("workers")
@@ -165,6 +157,19 @@ class LaunchSpec:
     def label(self) -> str:
         """The command as a shell would show it, placeholders unfilled."""
         return " ".join(shlex.quote(arg) for arg in self.argv)
+
+
+def _keywords(options: Mapping[str, object], accepted: type[FleetOptions], where: str) -> None:
+    """Only the keywords ``where`` takes (a TypedDict's, its bases' included), and ready=."""
+    known = set(accepted.__annotations__)
+    for name in options:
+        if name not in known:
+            raise ArgumentTypeError(
+                f"{where} got an unexpected keyword argument {name!r}; it takes"
+                f" {', '.join(sorted(known))}"
+            )
+    if "ready" not in options:
+        raise ArgumentTypeError(f"{where} needs ready=: {PROBES}")
 
 
 def _where_members_run(
@@ -289,7 +294,7 @@ def _ports(ports: object, count: int, where: str) -> tuple[int, ...]:
 
 def _placeholders(argv: Sequence[str], where: str, count: int) -> None:
     """Only ``{port}``, ``{index}``, ``{count}`` and ``{port<i>}`` for a member i of the launch
-    (as ``launcher.fill_placeholders`` reads them: ``{{`` and ``}}`` write braces around
+    (as ``plan.fill_placeholders`` reads them: ``{{`` and ``}}`` write braces around
     anything else)."""
     for position, arg in enumerate(argv):
         for match in PLACEHOLDER.finditer(arg):

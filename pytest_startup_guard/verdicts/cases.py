@@ -43,8 +43,7 @@ from pytest_startup_guard.errors import (
 from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
-from pytest_startup_guard.fleet.server_fleet import ExploredLaunch, ServerFleet
-from pytest_startup_guard.fleet.spec import LaunchSpec
+from pytest_startup_guard.fleet.server_fleet import ServerFleet
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import RaceTarget
 from pytest_startup_guard.races.catalog import RACES, races_for_all, stale_races
@@ -63,6 +62,7 @@ from pytest_startup_guard.runtime.events import (
     TEST_PROCESS,
     AccessEvent,
 )
+from pytest_startup_guard.verdicts.exploring import CaseExploration
 from pytest_startup_guard.verdicts.kinds import KINDS, WORDS, CaseKind
 from pytest_startup_guard.verdicts.members import (
     UNDECIDED,
@@ -232,31 +232,6 @@ class Judgement:
     passed: bool
     message: str
     undecided: bool = False  # failed only because the machine was too slow to decide
-
-
-class CaseExploration:
-    """An applied ``explore=True`` case's hold on the test's launches (``ServerFleet``'s
-    ``route_launches``): the first explores every access point, and what it found is kept."""
-
-    def __init__(self, fleets: ServerFleet, request: ExploreRequest) -> None:
-        self.fleets = fleets
-        self.request = request
-        self.found: ExploredLaunch | None = None
-
-    def launch(self, spec: LaunchSpec) -> Fleet:
-        __tracebackhide__ = True
-        if spec.native_accesses:
-            raise StartupGuardError(
-                "native_accesses=True is not supported in an explore=True case yet: launch"
-                " without explore to race native accesses"
-            )
-        if self.found is not None:
-            raise StartupGuardError(
-                "an explore=True case explores at its first server_fleet.launch(); launch"
-                " once, then startup_case.check(fleet)"
-            )
-        self.found = self.fleets.explore_launch(spec, self.request)
-        return self.found.clean
 
 
 class StartupCase:
