@@ -20,7 +20,8 @@ What each thread runs is what the incident ran: the main thread
 Without ``attrs`` both threads run ``import <module>`` and a thread fails when the module object
 it received is no longer ``sys.modules[<module>]`` (it would fail at its first attribute use).
 
-Standard library only: the module under test is imported by the child interpreters, never here.
+Standard library only: the module under test is imported by the child interpreters, never here;
+what they run is ``programs/measure_import.py`` and ``programs/race_imports.py``.
 """
 
 from __future__ import annotations
