@@ -61,13 +61,13 @@ if TYPE_CHECKING:
     from pytest_startup_guard.imports.probe import import_race as import_race
     from pytest_startup_guard.imports.scan import ScanReport as ScanReport
     from pytest_startup_guard.imports.scan import scan_background_imports as scan_background_imports
-    from pytest_startup_guard.imports.startmethods import EnvChoiceResult as EnvChoiceResult
     from pytest_startup_guard.imports.startmethods import StartMethodChecker as StartMethodChecker
-    from pytest_startup_guard.imports.startmethods import StartMethodResult as StartMethodResult
     from pytest_startup_guard.imports.startmethods import check_env_choices as check_env_choices
     from pytest_startup_guard.imports.startmethods import (
         check_start_methods as check_start_methods,
     )
+    from pytest_startup_guard.imports.startup_runs import EnvChoiceResult as EnvChoiceResult
+    from pytest_startup_guard.imports.startup_runs import StartMethodResult as StartMethodResult
     from pytest_startup_guard.races.armed import ArmedRace as ArmedRace
     from pytest_startup_guard.races.base import PathTarget as PathTarget
     from pytest_startup_guard.races.base import Race as Race

@@ -20,7 +20,8 @@ What each thread runs is what the incident ran: the main thread
 Without ``attrs`` both threads run ``import <module>`` and a thread fails when the module object
 it received is no longer ``sys.modules[<module>]`` (it would fail at its first attribute use).
 
-Standard library only: the module under test is imported by the child interpreters, never here.
+Standard library only: the module under test is imported by the child interpreters, never here;
+what they run is ``programs/measure_import.py`` and ``programs/race_imports.py``.
 """
 
 from __future__ import annotations
@@ -30,9 +31,7 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,9 +48,16 @@ from pytest_startup_guard.checks import (
 )
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.errors import InvalidArgumentError
-from pytest_startup_guard.runtime.process_group import end_group, end_marked, session
-from pytest_startup_guard.runtime.protocol import ANCESTRY_ENV, MEMBER_ENV, PLAN_ENV, RUN_ENV
-from pytest_startup_guard.runtime.run_marker import new_tree
+from pytest_startup_guard.imports.runner import (
+    TAIL_CHARS,
+    Finished,
+    Interpreters,
+    child_env,
+    default_workers,
+    last_error_line,
+    program_argv,
+)
+from pytest_startup_guard.imports.table import format_seconds, render, shorten
 from pytest_startup_guard.wording import printable
 
 BACKGROUND_FIRST = "background first"
@@ -65,15 +71,11 @@ ORDERS = (BACKGROUND_FIRST, MAIN_FIRST)
 # fractions still land inside the import).
 DEFAULT_FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)
 MEASUREMENTS = 2  # measurement runs (in parallel); the fastest one sets the sweep
-DEFAULT_WORKERS = 2  # fresh interpreters at once (at most the machine's cores)
-TAIL_CHARS = 2000
 
 _RESULT_MARKER = "@@startup-guard-import-race@@"
 _DOTTED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _PATH_SUFFIX = re.compile(r" \((?:/|[A-Za-z]:\\)[^()]*\)$")  # "(/site-packages/x/__init__.py)"
-# The child runtime activates when its plan is in the environment; the probe is independent.
-_STRIPPED_ENV = (PLAN_ENV, MEMBER_ENV, ANCESTRY_ENV)
 
 
 class ImportProbeError(InvalidArgumentError):
@@ -81,92 +83,6 @@ class ImportProbeError(InvalidArgumentError):
 
     An ``InvalidArgumentError`` (so a ``StartupGuardError`` and a ``ValueError``): the shared
     checks raise it for the probe's numbers."""
-
-
-# -- running fresh interpreters --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Completed:
-    """One fresh interpreter's end: exit code (None when killed on time-out) and its output."""
-
-    returncode: int | None
-    stdout: str
-    stderr: str
-    seconds: float
-
-    @property
-    def timed_out(self) -> bool:
-        return self.returncode is None
-
-    def tail(self, chars: int = TAIL_CHARS) -> str:
-        """The end of its output, ``printable`` (it is quoted in messages)."""
-        text = (self.stdout + self.stderr).strip()
-        return printable(text[-chars:])
-
-
-class Interpreters:
-    """The fresh interpreters of one ``import_race`` call: each runs in a session of its own,
-    killed with everything it started on time-out, at its end, or on ``close()``.
-
-    Nothing they started outlives ``close()``: a module under test that starts processes of its
-    own is killed with its interpreter, and what left the session (a daemon) by the call's
-    marker (``STARTUP_GUARD_RUN``), which the run's reaper also ends should pytest die.
-    """
-
-    def __init__(
-        self, python: str, env: Mapping[str, str], cwd: str | os.PathLike[str] | None
-    ) -> None:
-        self.python = python
-        self.marker = new_tree()  # one tree per call; starts the run's reaper, if there is one
-        self.env = {**env, RUN_ENV: self.marker}
-        self.cwd = cwd
-        self._lock = threading.Lock()
-        self._live: set[subprocess.Popen[str]] = set()
-
-    def run(self, script: str, params: Mapping[str, object], timeout: float) -> Completed:
-        """Run ``python -c script params`` to its end, or kill its session after ``timeout``."""
-        started = time.perf_counter()
-        argv = [self.python, "-c", script, json.dumps(params)]
-        # Whatever the interpreter started in its session goes with it when the block ends.
-        with session(argv, env=self.env, cwd=self.cwd) as process:
-            with self._lock:
-                self._live.add(process)
-            try:
-                try:
-                    stdout, stderr = process.communicate(timeout=timeout)
-                    returncode: int | None = process.returncode
-                except subprocess.TimeoutExpired:
-                    end_group(process, marker=self.marker)
-                    stdout, stderr = process.communicate()
-                    returncode = None
-            finally:
-                with self._lock:
-                    self._live.discard(process)
-        return Completed(returncode, stdout, stderr, time.perf_counter() - started)
-
-    def close(self) -> None:
-        """Kill every session still running, and every process that carries the call's marker."""
-        with self._lock:
-            live = list(self._live)
-        for process in live:
-            end_group(process, marker=self.marker)
-        end_marked(self.marker, 0.0)  # SIGKILL at once, as the sessions were
-
-
-def child_env(
-    extra: Mapping[str, str] | None = None, pythonpath: Iterable[str | os.PathLike[str]] = ()
-) -> dict[str, str]:
-    """The environment of a fresh interpreter: this one's, without the child runtime's plan."""
-    env = {key: value for key, value in os.environ.items() if key not in _STRIPPED_ENV}
-    paths = [os.fspath(path) for path in pythonpath]
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    if paths:
-        env["PYTHONPATH"] = os.pathsep.join(paths)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra or {})
-    return env
 
 
 def resolve_python(python: str | os.PathLike[str], where: str) -> str:
@@ -181,106 +97,8 @@ def resolve_python(python: str | os.PathLike[str], where: str) -> str:
     return os.path.abspath(found)  # the interpreters may run in another cwd
 
 
-def default_workers() -> int:
-    """How many fresh interpreters run at once by default: two, at most the cores."""
-    return max(1, min(DEFAULT_WORKERS, os.cpu_count() or 1))
-
-
-def last_error_line(text: str) -> str:
-    """The last line that looks like ``SomeError: message`` (a traceback's last line),
-    ``printable``."""
-    for line in reversed(text.strip().splitlines()):
-        if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b", line.strip()):
-            return printable(line.strip())
-    lines = text.strip().splitlines()
-    return printable(lines[-1].strip()) if lines else ""
-
-
-def format_seconds(seconds: float) -> str:
-    """``"120 ms"`` below ten seconds, ``"12.3 s"`` from there."""
-    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
-
-
-# -- the child scripts -------------------------------------------------------------------------
-
-_MEASURE_SCRIPT = """
-import json, sys, time
-params = json.loads(sys.argv[1])
-module = params["module"]
-preloaded = module in sys.modules
-namespace = {}
-start = time.perf_counter()
-exec(compile("import %s as probed" % module, "<import-race>", "exec"), namespace)
-seconds = time.perf_counter() - start
-missing = []
-for attr in params["attrs"]:
-    try:
-        exec(compile("from %s import %s" % (module, attr), "<import-race>", "exec"), {})
-    except ImportError as error:
-        missing.append([attr, "%s: %s" % (type(error).__name__, error)])
-print(params["marker"] + json.dumps({"seconds": seconds, "preloaded": preloaded,
-                                     "missing": missing}), flush=True)
-"""
-
-# Both imports are import statements (exec of compiled code), not importlib.import_module:
-# only the statement returns the module object it found before waiting on the import lock.
-_RACE_SCRIPT = """
-import contextlib, json, sys, threading, time
-params = json.loads(sys.argv[1])
-module, attrs, delay = params["module"], params["attrs"], params["delay"]
-main_statement = compile(
-    ("from %s import %s" % (module, ", ".join(attrs))) if attrs else ("import %s as probed" % module),
-    "<import-race main>", "exec")
-background_statement = compile("import %s as probed" % module, "<import-race background>", "exec")
-errors, spans = {}, {}
-
-class StaleModule(Exception):
-    pass
-
-def attempt(thread, statement):
-    namespace = {}
-    start = time.perf_counter()
-    try:
-        exec(statement, namespace)
-        if thread == "background":
-            for attr in attrs:
-                getattr(namespace["probed"], attr)
-        if not attrs and namespace["probed"] is not sys.modules.get(module):
-            raise StaleModule(
-                "got a module object that is no longer sys.modules[%r]"
-                " (it replaced itself while this thread waited)" % module)
-    except BaseException as error:
-        errors[thread] = "%s: %s" % (type(error).__name__, str(error).splitlines()[0] if str(error) else "")
-        raise
-    finally:
-        spans[thread] = [start, time.perf_counter()]
-
-def background():
-    if params["order"] == "main first":
-        time.sleep(delay)
-    if params["suppress"]:
-        with contextlib.suppress(Exception):
-            attempt("background", background_statement)
-    else:
-        attempt("background", background_statement)
-
-thread = threading.Thread(target=background, name="import-race-background", daemon=True)
-thread.start()
-if params["order"] == "background first":
-    time.sleep(delay)
-try:
-    attempt("main", main_statement)
-except BaseException:
-    pass
-thread.join(params["join_timeout"])
-if thread.is_alive():
-    errors.setdefault("background", "TimeoutError: the background import did not finish")
-print(params["marker"] + json.dumps({"errors": errors, "spans": spans}), flush=True)
-"""
-
-
-def _parse_marked(completed: Completed) -> dict[str, object] | None:
-    """The JSON report a child script printed after the marker; None when it printed none."""
+def _parse_marked(completed: Finished) -> dict[str, object] | None:
+    """The JSON report a child program printed after the marker; None when it printed none."""
     for line in reversed(completed.stdout.splitlines()):
         if line.startswith(_RESULT_MARKER):
             value = json.loads(line[len(_RESULT_MARKER) :])
@@ -404,10 +222,10 @@ class ImportRaceResult:
                     "yes" if run.overlapped else "no",
                     run.failed_thread or "-",
                     "yes" if run.swallowed else "-",
-                    _shorten(_PATH_SUFFIX.sub("", run.exception or "-"), 110),
+                    shorten(_PATH_SUFFIX.sub("", run.exception or "-"), 110),
                 )
             )
-        return _render(rows)
+        return render(rows)
 
     def __str__(self) -> str:
         return self.describe() + ("\n" + self.table() if self.runs else "")
@@ -439,19 +257,6 @@ class ImportRaceResult:
             )
 
 
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _render(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return "\n".join(
-        "  "
-        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
-
-
 # -- the probe ---------------------------------------------------------------------------------
 
 
@@ -473,6 +278,20 @@ def _validate(module: str, attrs: str | Iterable[str]) -> tuple[str, tuple[str, 
 
 
 @dataclass(frozen=True)
+class _Programs:
+    """The fresh interpreters of one ``import_race`` call, each running one of ``programs/``."""
+
+    interpreters: Interpreters
+    python: str
+
+    def run(self, program: str, params: Mapping[str, object], timeout: float) -> Finished:
+        """``python -c <programs/PROGRAM.py> PARAMS`` read to its end, or killed after
+        ``timeout`` with everything it started."""
+        argv = program_argv(self.python, program, json.dumps(params))
+        return self.interpreters.run(argv, timeout, read_to_end=True)
+
+
+@dataclass(frozen=True)
 class _Measurement:
     """The module imported alone: its fastest import time, and whether it was preloaded."""
 
@@ -481,7 +300,7 @@ class _Measurement:
 
 
 def _measure(
-    interpreters: Interpreters, module: str, attrs: tuple[str, ...], timeout: float
+    programs: _Programs, module: str, attrs: tuple[str, ...], timeout: float
 ) -> _Measurement:
     """Import the module alone, ``MEASUREMENTS`` times at once; the fastest import time.
 
@@ -490,15 +309,13 @@ def _measure(
     params = {"module": module, "attrs": list(attrs), "marker": _RESULT_MARKER}
     with ThreadPoolExecutor(MEASUREMENTS) as pool:
         completions = list(
-            pool.map(
-                lambda _: interpreters.run(_MEASURE_SCRIPT, params, timeout), range(MEASUREMENTS)
-            )
+            pool.map(lambda _: programs.run("measure_import", params, timeout), range(MEASUREMENTS))
         )
-    cwd = os.fspath(interpreters.cwd or os.getcwd())
+    cwd = os.fspath(programs.interpreters.cwd or os.getcwd())
     reports = []
     for completed in completions:
         report = _parse_marked(completed)
-        where = f"(measurement run: {interpreters.python} -c ..., cwd {cwd})"
+        where = f"(measurement run: {programs.python} -c ..., cwd {cwd})"
         if completed.timed_out:
             raise ImportProbeError(
                 f"module {module!r} did not import within {timeout:g} s alone {where};"
@@ -537,10 +354,10 @@ def _spans_overlap(spans: object) -> bool:
 
 
 def _race_once(
-    interpreters: Interpreters, params: dict[str, object], timeout: float, repeat: int
+    programs: _Programs, params: dict[str, object], timeout: float, repeat: int
 ) -> ImportRun:
-    """Run the race script once with ``params`` and read what each thread saw."""
-    completed = interpreters.run(_RACE_SCRIPT, params, timeout)
+    """Run the race program once with ``params`` and read what each thread saw."""
+    completed = programs.run("race_imports", params, timeout)
     report = _parse_marked(completed) or {}
     errors = report.get("errors")
     errors = errors if isinstance(errors, dict) else {}
@@ -615,27 +432,22 @@ def import_race(
     module, names = _validate(module, attrs)
     executable = resolve_python(python, "import_race")
     order_list = _validate_sweep(orders, repeats)
-    interpreters = Interpreters(executable, child_env(env, pythonpath), cwd)
+    programs = _Programs(Interpreters(child_env(env, pythonpath), cwd), executable)
     try:
-        measurement = _measure(interpreters, module, names, timeout or 120.0)
+        measurement = _measure(programs, module, names, timeout or 120.0)
         result = ImportRaceResult(
-            module=module,
-            attrs=names,
-            python=executable,
-            import_seconds=measurement.seconds,
-            preloaded=measurement.preloaded,
-            suppress=suppress,
+            module, names, executable, measurement.seconds, measurement.preloaded, suppress
         )
         # A module already imported at interpreter start has no import left to race.
         if not measurement.preloaded:
             delay_list = _delays_to_sweep(delays, fractions, measurement.seconds)
             run_timeout = timeout or _default_run_timeout(measurement.seconds, delay_list)
-            sweep = _Sweep(interpreters, module, names, suppress, run_timeout)
+            sweep = _Sweep(programs, module, names, suppress, run_timeout)
             result.runs = _race_all(sweep, _plan_runs(order_list, delay_list, repeats), workers)
         result.seconds = time.perf_counter() - started
         return result
     finally:
-        interpreters.close()
+        programs.interpreters.close()
 
 
 def _validate_sweep(orders: Iterable[str], repeats: int) -> list[str]:
@@ -757,7 +569,7 @@ def _plan_runs(orders: Sequence[str], delays: Sequence[float], repeats: int) -> 
 class _Sweep:
     """What every race interpreter of one ``import_race`` call shares."""
 
-    interpreters: Interpreters
+    programs: _Programs
     module: str
     attrs: tuple[str, ...]
     suppress: bool
@@ -775,7 +587,7 @@ class _Sweep:
             "join_timeout": self.timeout,
             "marker": _RESULT_MARKER,
         }
-        return _race_once(self.interpreters, params, self.timeout, repeat)
+        return _race_once(self.programs, params, self.timeout, repeat)
 
 
 def _race_all(sweep: _Sweep, plan: Sequence[_PlannedRun], workers: int | None) -> list[ImportRun]:

@@ -22,12 +22,13 @@ A *start-up* is what a test wants started: an argv list (``[sys.executable, "-m"
 unlisted value (each must fail, in time, with an error that names the variable, or the value
 together with an accepted one) and, by default, once with the variable unset (must succeed).
 
-How the mode reaches the start-up: a ``sitecustomize.py`` in a private folder put first on
-``PYTHONPATH`` applies it at interpreter start, before any of the start-up's code, and chains to
-the ``sitecustomize`` it shadows. The mode is taken out of the environment as it is applied, so
-the start-up's own children start plainly. It also records the start method of every process
-the start-up starts (``started with`` in the table). A start-up that ignores ``PYTHONPATH`` (``python -E`` or ``-I``) is reported, not
-silently run without its mode. Standard library only.
+How the mode reaches the start-up: a ``sitecustomize.py`` (a copy of ``programs/start_mode.py``)
+in a private folder put first on ``PYTHONPATH`` applies it at interpreter start, before any of
+the start-up's code, and chains to the ``sitecustomize`` it shadows. The mode is taken out of
+the environment as it is applied, so the start-up's own children start plainly. It also records
+the start method of every process the start-up starts (``started with`` in the table). A
+start-up that ignores ``PYTHONPATH`` (``python -E`` or ``-I``) is reported, not silently run
+without its mode. Standard library only.
 
 Nothing a start-up started outlives its check: each runs in a session of its own, ended with
 its group, and every process of one check carries the check's marker (``STARTUP_GUARD_RUN``),
@@ -41,12 +42,10 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,18 +65,22 @@ from pytest_startup_guard.errors import (
     StartupGuardError,
     UnknownNameError,
 )
-from pytest_startup_guard.imports.probe import (
+from pytest_startup_guard.imports.probe import resolve_python
+from pytest_startup_guard.imports.runner import (
+    PROGRAMS,
     TAIL_CHARS,
+    Interpreters,
     child_env,
     default_workers,
-    format_seconds,
     last_error_line,
-    resolve_python,
+)
+from pytest_startup_guard.imports.startup_runs import (
+    EnvChoiceResult,
+    StartMethodResult,
+    StartupRun,
 )
 from pytest_startup_guard.runtime.plan_folder import make_plan_folder
-from pytest_startup_guard.runtime.process_group import end_marked, session
-from pytest_startup_guard.runtime.protocol import RUN_ENV
-from pytest_startup_guard.runtime.run_marker import current_keeper, new_tree
+from pytest_startup_guard.runtime.run_marker import current_keeper
 from pytest_startup_guard.wording import printable
 
 START_METHODS = ("spawn", "fork", "forkserver")
@@ -87,6 +90,7 @@ DEFAULT_TIMEOUT = 60.0
 STOP_GRACE = 5.0  # seconds a start-up stopped once ready has between SIGTERM and SIGKILL
 UNLISTED_VALUE = "startup-guard-unlisted-value"
 
+# Read by programs/start_mode.py, the sitecustomize that applies the mode: the same names.
 _MODE_ENV = "STARTUP_GUARD_START_MODE"
 _RECORD_ENV = "STARTUP_GUARD_START_RECORD"
 _CALLABLE_SPEC = re.compile(
@@ -94,71 +98,6 @@ _CALLABLE_SPEC = re.compile(
 )
 
 Startup = str | Sequence[str] | Callable[[], object]
-
-_SITECUSTOMIZE = '''"""pytest-startup-guard: apply a start-method mode before the start-up's own code."""
-import os as _os
-
-_mode = _os.environ.pop(%(mode_env)r, None)
-_record = _os.environ.pop(%(record_env)r, None)
-
-
-def _apply(mode, record):
-    import importlib
-    import json
-    import multiprocessing
-    import multiprocessing.context
-
-    kind, _, method = mode.partition(":")
-    if kind == "default":
-        # The default context's fallback: what get_context() picks while nothing is set.
-        multiprocessing.context._default_context._default_context = multiprocessing.get_context(
-            method
-        )
-    elif kind == "set":
-        multiprocessing.set_start_method(method)
-    pid, used = _os.getpid(), []
-
-    def save():
-        if _os.getpid() == pid:
-            with open(record, "w") as out:
-                json.dump({"mode": mode, "used": sorted(set(used))}, out)
-
-    # Record the start method of every process the start-up starts (Popen.method).
-    for name in ("popen_fork", "popen_spawn_posix", "popen_forkserver"):
-        try:
-            popen = importlib.import_module("multiprocessing." + name).Popen
-        except ImportError:
-            continue
-
-        def launch(self, process_obj, _original=popen._launch):
-            used.append(self.method)
-            save()
-            return _original(self, process_obj)
-
-        popen._launch = launch
-    save()
-
-
-if _mode and _record:
-    _apply(_mode, _record)
-
-
-def _chain():
-    """Run the sitecustomize this one shadows (Debian ships one), as if it came first."""
-    import importlib.machinery
-    import importlib.util
-    import sys
-
-    here = _os.path.dirname(_os.path.abspath(__file__))
-    rest = [p for p in sys.path if _os.path.abspath(p or ".") != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
-    if spec is not None and spec.loader is not None:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-
-
-_chain()
-'''
 
 
 class StartupSpecError(StartupGuardError, ValueError):
@@ -217,23 +156,6 @@ def describe_startup(startup: Startup) -> str:
 
 
 @dataclass(frozen=True)
-class StartupRun:
-    """One fresh start-up: what was set up, what it did, and whether that was expected."""
-
-    label: str  # "default spawn", "already set (spawn)", "ACME_START_METHOD='fork'", ...
-    expected: str  # "start" or "fail clearly"
-    passed: bool
-    problem: str | None  # why it did not pass, in words
-    returncode: int | None  # None: killed (time-out, or stopped once ready)
-    ready: bool  # the ready pattern appeared
-    seconds: float
-    error: str  # the last error line of its output ("" when none)
-    started_with: tuple[str, ...]  # the start methods of the processes it started
-    output_tail: str = ""
-    skipped: str | None = None  # why it did not run (a start method this platform lacks)
-
-
-@dataclass(frozen=True)
 class _Outcome:
     """How one start-up ended, and the record its sitecustomize wrote."""
 
@@ -246,49 +168,19 @@ class _Outcome:
 
 
 def _run_startup(
+    interpreters: Interpreters,
     argv: Sequence[str],
     *,
     env: Mapping[str, str],
-    cwd: str | os.PathLike[str] | None,
     timeout: float,
     ready: re.Pattern[str] | None,
     mode: str,
-    workdir: Path,
-    index: int,
+    record_path: Path,
 ) -> _Outcome:
-    """Run ``argv`` in ``mode`` until it exits, becomes ``ready`` or times out; then stop it."""
-    record_path = workdir / f"record-{index}.json"
+    """Run ``argv`` in ``mode`` until it exits, becomes ``ready`` or times out; then stop it
+    (SIGTERM, SIGKILL after ``STOP_GRACE`` seconds, and whatever it left in its group)."""
     environment = {**env, _MODE_ENV: mode, _RECORD_ENV: str(record_path)}
-    started = time.perf_counter()
-    lines: list[str] = []
-    became_ready = threading.Event()
-    # However the block ends, the start-up's session ends with it: SIGTERM while it still runs,
-    # SIGKILL after STOP_GRACE seconds, and for whatever it left behind.
-    with session(
-        argv, env=environment, cwd=cwd, stderr=subprocess.STDOUT, grace=STOP_GRACE
-    ) as process:
-
-        def read() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.append(line)
-                if ready is not None and not became_ready.is_set() and ready.search(line):
-                    became_ready.set()
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        timed_out = False
-        deadline = started + timeout
-        while process.poll() is None:
-            if became_ready.is_set():
-                break
-            if time.perf_counter() >= deadline:
-                timed_out = True
-                break
-            became_ready.wait(0.02)
-        still_running = process.poll() is None
-    reader.join(5)
-    returncode = None if still_running else process.returncode
+    finished = interpreters.run(argv, timeout, env=environment, ready=ready, merge_output=True)
     record: dict[str, object] = {}
     try:
         loaded = json.loads(record_path.read_text())
@@ -296,11 +188,11 @@ def _run_startup(
     except (OSError, ValueError):
         pass
     return _Outcome(
-        returncode=returncode,
-        output="".join(lines),
-        seconds=time.perf_counter() - started,
-        ready=became_ready.is_set(),
-        timed_out=timed_out,
+        returncode=finished.returncode,
+        output=finished.stdout,
+        seconds=finished.seconds,
+        ready=finished.ready,
+        timed_out=finished.timed_out,
         record=record,
     )
 
@@ -309,121 +201,8 @@ def _sitecustomize_dir(workdir: Path) -> Path:
     """A folder holding the sitecustomize that applies the mode, to put first on PYTHONPATH."""
     folder = workdir / "site"
     folder.mkdir()
-    (folder / "sitecustomize.py").write_text(
-        _SITECUSTOMIZE % {"mode_env": _MODE_ENV, "record_env": _RECORD_ENV}
-    )
+    shutil.copyfile(PROGRAMS / "start_mode.py", folder / "sitecustomize.py")
     return folder
-
-
-# -- results -----------------------------------------------------------------------------------
-
-
-def _render_runs(runs: Sequence[StartupRun]) -> str:
-    header = ("#", "run", "expected", "result", "time", "started with", "what happened")
-    rows = [header]
-    for number, run in enumerate(runs, 1):
-        if run.skipped:
-            result, happened = "skipped", run.skipped
-        else:
-            result = "pass" if run.passed else "FAIL"
-            happened = run.problem or _what_happened(run)
-        rows.append(
-            (
-                str(number),
-                run.label,
-                run.expected,
-                result,
-                "-" if run.skipped else format_seconds(run.seconds),
-                ",".join(run.started_with) or "-",
-                _shorten(happened, 150),
-            )
-        )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    return "\n".join(
-        "  "
-        + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
-
-
-def _what_happened(run: StartupRun) -> str:
-    if run.ready:
-        return "became ready"
-    if run.returncode == 0:
-        return "exited 0"
-    return f"exit code {run.returncode}: {run.error}"
-
-
-def _shorten(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _failure_tails(runs: Sequence[StartupRun]) -> str:
-    parts = []
-    for number, run in enumerate(runs, 1):
-        if not run.passed and not run.skipped and run.output_tail:
-            tail = "\n".join(run.output_tail.splitlines()[-12:])
-            parts.append(f"--- run {number} ({run.label}): output tail ---\n{tail}")
-    return "\n".join(parts)
-
-
-class _JudgedRuns:
-    """What both checks' results share: their failed runs, and the failure that lists them."""
-
-    runs: list[StartupRun]
-
-    @property
-    def failures(self) -> list[StartupRun]:
-        return [run for run in self.runs if not run.passed and not run.skipped]
-
-    def _fail_if_any(self, headline: str) -> None:
-        __tracebackhide__ = True
-        if self.failures:
-            tails = _failure_tails(self.runs)
-            raise AssertionError(f"{headline}\n{self}" + (f"\n{tails}" if tails else ""))
-
-
-@dataclass
-class StartMethodResult(_JudgedRuns):
-    """Every mode ``check_start_methods`` ran the start-up in (``.runs``)."""
-
-    startup: str
-    runs: list[StartupRun] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        verdict = f"{len(self.failures)} of {len(self.runs)} modes failed"
-        return f"start methods of {self.startup}: {verdict}\n{_render_runs(self.runs)}"
-
-    def assert_safe(self) -> None:
-        """Fail, with every mode in the message, unless the start-up started in each."""
-        __tracebackhide__ = True
-        self._fail_if_any("the start-up does not start under every start method")
-
-
-@dataclass
-class EnvChoiceResult(_JudgedRuns):
-    """Every value ``check_env_choices`` gave the variable, and what the start-up did."""
-
-    startup: str
-    variable: str
-    allowed: tuple[str, ...]
-    unlisted: tuple[str, ...]
-    runs: list[StartupRun] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        verdict = f"{len(self.failures)} of {len(self.runs)} runs disagree"
-        return (
-            f"{self.variable} of {self.startup}: documented {', '.join(self.allowed)};"
-            f" {verdict}\n{_render_runs(self.runs)}"
-        )
-
-    def assert_agree(self) -> None:
-        """Fail, with every run in the message, unless documentation and code agree."""
-        __tracebackhide__ = True
-        self._fail_if_any(
-            f"{self.variable}'s documented choices and the code that reads it disagree"
-        )
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -456,57 +235,79 @@ def _execute(
 ) -> list[StartupRun]:
     """Run every planned start-up, ``workers`` at a time; ``judge`` says what went wrong."""
     pattern = re.compile(ready) if ready else None
-    marker = new_tree()  # one tree per check; starts the run's reaper, if there is one
+    with _private_folder() as workdir:
+        site = _sitecustomize_dir(workdir)
+        # One tree marker for the check: what a start-up left outside its group (a daemon) is
+        # ended on close(), SIGTERM then SIGKILL after STOP_GRACE seconds.
+        interpreters = Interpreters(child_env(env, [site, *pythonpath]), cwd, STOP_GRACE)
+        try:
+            runs = _StartupRuns(interpreters, argv, workdir, timeout, pattern, judge)
+            with ThreadPoolExecutor(max(1, workers or default_workers())) as pool:
+                return list(pool.map(runs.run, enumerate(plan)))
+        finally:
+            interpreters.close()
+
+
+@contextmanager
+def _private_folder() -> Iterator[Path]:
+    """A plan folder (``sg-start-*``) for the block: removed after it, and by the run's reaper
+    should pytest die."""
     keeper = current_keeper()
     workdir = make_plan_folder("sg-start-")
     if keeper is not None:
-        keeper.add_folder(workdir)  # removed by the reaper should pytest die
+        keeper.add_folder(workdir)
     try:
-        site = _sitecustomize_dir(workdir)
-        base_env = {**child_env(env, [site, *pythonpath]), RUN_ENV: marker}
-
-        def run(item: tuple[int, _Planned]) -> StartupRun:
-            index, planned = item
-            if planned.skipped:
-                return StartupRun(
-                    planned.label, planned.expected, True, None, None, False, 0.0, "", (),
-                    skipped=planned.skipped,
-                )  # fmt: skip
-            environment = {**base_env, **planned.env}
-            for key in planned.remove:
-                environment.pop(key, None)
-            outcome = _run_startup(
-                argv,
-                env=environment,
-                cwd=cwd,
-                timeout=timeout,
-                ready=pattern,
-                mode=planned.mode,
-                workdir=workdir,
-                index=index,
-            )
-            problem = _launch_problem(planned, outcome, timeout) or judge(planned, outcome)
-            used = outcome.record.get("used")
-            return StartupRun(
-                label=planned.label,
-                expected=planned.expected,
-                passed=problem is None,
-                problem=problem,
-                returncode=outcome.returncode,
-                ready=outcome.ready,
-                seconds=outcome.seconds,
-                error=last_error_line(outcome.output) if outcome.returncode else "",
-                started_with=tuple(map(str, used)) if isinstance(used, list) else (),
-                output_tail=printable(outcome.output.strip()[-TAIL_CHARS:]),
-            )
-
-        with ThreadPoolExecutor(max(1, workers or default_workers())) as pool:
-            return list(pool.map(run, enumerate(plan)))
+        yield workdir
     finally:
-        end_marked(marker, STOP_GRACE)  # what a start-up left outside its group (a daemon)
         shutil.rmtree(workdir, ignore_errors=True)
         if keeper is not None:
             keeper.remove_folder(workdir)
+
+
+@dataclass(frozen=True)
+class _StartupRuns:
+    """What every run of one check shares; ``run`` runs one planned start-up and judges it."""
+
+    interpreters: Interpreters
+    argv: Sequence[str]
+    workdir: Path  # holds each run's record of its mode and start methods
+    timeout: float
+    ready: re.Pattern[str] | None
+    judge: Callable[[_Planned, _Outcome], str | None]
+
+    def run(self, item: tuple[int, _Planned]) -> StartupRun:
+        index, planned = item
+        if planned.skipped:
+            return StartupRun(
+                planned.label, planned.expected, True, None, None, False, 0.0, "", (),
+                skipped=planned.skipped,
+            )  # fmt: skip
+        environment = {**self.interpreters.env, **planned.env}
+        for key in planned.remove:
+            environment.pop(key, None)
+        outcome = _run_startup(
+            self.interpreters,
+            self.argv,
+            env=environment,
+            timeout=self.timeout,
+            ready=self.ready,
+            mode=planned.mode,
+            record_path=self.workdir / f"record-{index}.json",
+        )
+        problem = _launch_problem(planned, outcome, self.timeout) or self.judge(planned, outcome)
+        used = outcome.record.get("used")
+        return StartupRun(
+            label=planned.label,
+            expected=planned.expected,
+            passed=problem is None,
+            problem=problem,
+            returncode=outcome.returncode,
+            ready=outcome.ready,
+            seconds=outcome.seconds,
+            error=last_error_line(outcome.output) if outcome.returncode else "",
+            started_with=tuple(map(str, used)) if isinstance(used, list) else (),
+            output_tail=printable(outcome.output.strip()[-TAIL_CHARS:]),
+        )
 
 
 def _launch_problem(planned: _Planned, outcome: _Outcome, timeout: float) -> str | None:
