@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_startup_guard.checks import parse_whole_number
+from pytest_startup_guard.checks import parse_pair, parse_whole_number
 from pytest_startup_guard.targets.detection import TARGETS
 
 TARGET_CHOICES = ("auto", *TARGETS)
@@ -53,17 +53,6 @@ def parse_rounds(text: str) -> int:
 
 def parse_point(text: str) -> int:
     return parse_whole_number(text, minimum=1, meaning="an access point")
-
-
-def parse_pair(text: str) -> tuple[int, int]:
-    """``STEP:POINT`` of ``server_fleet.explore_writer``: two whole numbers from 1."""
-    step, colon, point = text.partition(":")
-    if not colon:
-        raise ValueError("expected STEP:POINT, two whole numbers from 1, e.g. 3:1")
-    return (
-        parse_whole_number(step, minimum=1, meaning="a writer step (STEP:POINT)"),
-        parse_whole_number(point, minimum=1, meaning="a reader point (STEP:POINT)"),
-    )
 
 
 def parse_bool(text: str) -> bool:
