@@ -252,12 +252,8 @@ def hub_cache(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[FakeHub
 
     cache = FakeHubCache(tmp_path / "startup-guard-cache")
     _record(request).add_cache(cache)
-    environment = HubEnvironment(cache.env)
-    environment.apply()
-    try:
+    with HubEnvironment(cache.env).applied():
         yield cache
-    finally:
-        environment.restore()
 
 
 @pytest.fixture
@@ -275,13 +271,11 @@ def hub_remote(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[HubRem
         cache = FakeHubCache(tmp_path / "startup-guard-remote-cache")
         _record(request).add_cache(cache)
     remote = HubRemote(cache)
-    environment = HubEnvironment(remote.env)
-    environment.apply()
     try:
-        yield remote
+        with HubEnvironment(remote.env).applied():
+            yield remote
     finally:
-        environment.restore()
-        problems = remote.close()
+        problems = remote.close()  # after the environment is restored, as it was applied
     if problems:
         pytest.fail("startup-guard hub_remote:\n" + "\n".join(problems), pytrace=False)
 

@@ -43,7 +43,16 @@ def _file_of(target: PathTarget, race: str) -> Path:
     return target.path
 
 
-class FileReplace(PathRace):
+class FileRace(PathRace):
+    """A race on one file (not a folder): refused, when it is armed, on a folder or a path
+    with nothing at it."""
+
+    @Race.takes(PathTarget)
+    def check(self, target: PathTarget) -> None:
+        _file_of(target, self.name)
+
+
+class FileReplace(FileRace):
     """A file replaced without a rename: the writer removes it, then creates it again, so a
     reader in between finds no file (``FileNotFoundError``). coreutils ``ln -sf`` / ``ln -sfn``
     (unlink, then symlink: the usual way scripts repoint a ``current`` link), ``cp
@@ -59,10 +68,6 @@ class FileReplace(PathRace):
         "a file replaced by remove, then create (ln -sf, cp --remove-destination, os.remove +"
         " open(path, 'w')): the file is absent in between"
     )
-
-    @Race.takes(PathTarget)
-    def check(self, target: PathTarget) -> None:
-        _file_of(target, self.name)
 
     @Race.takes(PathTarget)
     def open(self, target: PathTarget) -> None:
@@ -89,7 +94,7 @@ class FileReplace(PathRace):
             os.chmod(target.path, mode)
 
 
-class FileRewrite(RewritesInPlace, PathRace):
+class FileRewrite(RewritesInPlace, FileRace):
     """A file rewritten in place, truncate then write: readers in between see it empty, or
     short (``written`` > 0: the share already written). ``open(path, "w")`` then ``write``,
     ``cp`` onto an existing file, ``rsync --inplace``, ``torch.save(obj, path)`` or
@@ -105,10 +110,6 @@ class FileRewrite(RewritesInPlace, PathRace):
         "a file rewritten in place, truncate then write (open(path, 'w'), cp onto a file,"
         " rsync --inplace, torch.save to the final name): empty or short in between"
     )
-
-    @Race.takes(PathTarget)
-    def check(self, target: PathTarget) -> None:
-        _file_of(target, self.name)
 
     @Race.takes(PathTarget)
     def open(self, target: PathTarget) -> None:

@@ -25,11 +25,16 @@ _TRUE_WORDS = ("1", "true", "yes", "on")
 _FALSE_WORDS = ("0", "false", "no", "off", "")
 
 
-def parse_target(text: str) -> str:
+def one_of(text: str, choices: tuple[str, ...]) -> str:
+    """``text`` as one of ``choices`` (any case, spaces around it ignored)."""
     value = text.strip().lower()
-    if value not in TARGET_CHOICES:
-        raise ValueError(f"expected one of {', '.join(TARGET_CHOICES)}")
+    if value not in choices:
+        raise ValueError(f"expected one of {', '.join(choices)}")
     return value
+
+
+def parse_target(text: str) -> str:
+    return one_of(text, TARGET_CHOICES)
 
 
 def parse_seed(text: str) -> int:
@@ -69,10 +74,7 @@ WARM_CHOICES = ("off", "on", "or_cold")
 
 def parse_warm(text: str) -> str:
     """``--startup-guard-warm``: off, on (warm=True where a launch gives no warm=) or or_cold."""
-    value = text.strip().lower()
-    if value not in WARM_CHOICES:
-        raise ValueError(f"expected one of {', '.join(WARM_CHOICES)}")
-    return value
+    return one_of(text, WARM_CHOICES)
 
 
 def parse_path(text: str) -> str:
@@ -237,23 +239,12 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("startup-guard", "start-up races (pytest-startup-guard)")
     for option in OPTIONS:
         if option.has_flag:
-            if option.metavar is None:
-                group.addoption(
-                    option.flag,
-                    action="store_true",
-                    default=None,
-                    dest=option.dest,
-                    help=option.help,
-                )
-            else:
-                group.addoption(
-                    option.flag,
-                    action="store",
-                    default=None,
-                    dest=option.dest,
-                    metavar=option.metavar,
-                    help=option.help,
-                )
+            takes: dict[str, str] = (
+                {"action": "store_true"}  # a boolean flag
+                if option.metavar is None
+                else {"action": "store", "metavar": option.metavar}
+            )
+            group.addoption(option.flag, default=None, dest=option.dest, help=option.help, **takes)
         parser.addini(
             option.ini, option.help + (f" (env {option.env})" if option.has_env else ""), default=""
         )
