@@ -63,11 +63,10 @@ from pytest_startup_guard.runtime.events import (
     TEST_PROCESS,
     AccessEvent,
 )
+from pytest_startup_guard.verdicts.fail_closed import corrupt_problems, stale_problems
 from pytest_startup_guard.verdicts.kinds import KINDS, WORDS, CaseKind
 from pytest_startup_guard.verdicts.members import (
     accepts,
-    exited_late,
-    late_exit,
     undecided,
 )
 from pytest_startup_guard.verdicts.rebuild import CorruptEntry, corrupt_entry, rebuild_problems
@@ -405,12 +404,14 @@ class StartupCase:
         elif self.kind == "transient":
             problems = self._transient(fleet, expect, workers)
         elif self.kind == "stale":
-            problems = self._stale(fleet, workers)
+            assert self.armed is not None
+            problems = stale_problems(fleet, workers, self.armed)
         elif self.entry is not None:
             controller = self.races.controller
             problems = rebuild_problems(self.entry, fleet, controller, workers, expect, whole)
         else:
-            problems = self._corrupt(fleet)
+            assert self.repo is not None and self.filename is not None
+            problems = corrupt_problems(fleet, self.repo, self.filename, self.name)
         verdict = WORDS[self.kind].done
         undecided = all_undecided(problems)
         self.judgement = Judgement(not problems, "", undecided)
@@ -625,95 +626,3 @@ class StartupCase:
                 " returned after apply(); that launch explores every access point"
             )
         return [point.as_problem() for point in exploration.not_survived]
-
-    def _corrupt(self, fleet: Fleet) -> list[Problem]:
-        assert self.repo is not None and self.filename is not None
-        names = {self.repo.repo_id, self.filename, self.repo.folder_name}
-        problems: list[Problem] = []
-        for server in fleet.servers:
-            if server.state == "undecided":
-                problems.append(undecided(server))
-            elif server.ready or server.state == "rejected":
-                problems.append(
-                    Problem(
-                        f"server {server.index} came up on a corrupt {self.filename} ({self.name}): it hid"
-                        " the corruption"
-                    )
-                )
-            elif server.state == "hung":
-                problems.append(
-                    Problem(
-                        f"server {server.index} hung: still running on a corrupt config ({server.reason});"
-                        " hanging is failing, it must exit with an error"
-                    )
-                )
-            elif server.returncode == 0:
-                problems.append(
-                    Problem(f"server {server.index} exited with code 0 on a corrupt config")
-                )
-            elif exited_late(server, fleet):
-                problems.append(Problem(late_exit(server, fleet)))
-            elif not any(server.output_mentions(name) for name in names):
-                problems.append(
-                    Problem(
-                        f"server {server.index} failed, but its output names neither {self.filename!r} nor"
-                        f" {self.repo.repo_id!r}: whoever reads the log cannot tell what broke"
-                    )
-                )
-        return problems
-
-    def _stale(self, fleet: Fleet, workers: dict[int, list[str]]) -> list[Problem]:
-        """Recover or fail closed, naming the lock, within the readiness time-out."""
-        assert self.armed is not None
-        lock = Path(getattr(self.armed.target, "path", ""))
-        problems: list[Problem] = []
-        for server in fleet.servers:
-            if server.state == "undecided":
-                problems.append(undecided(server))
-                continue
-            if not server.hits:
-                problems.append(
-                    Problem(
-                        f"server {server.index} never touched the stale lock {lock}: this case proves"
-                        " nothing for it (does it take this lock? is its interpreter under the plugin?)"
-                    )
-                )
-            if server.ready and workers.get(server.index):
-                problems.extend(failed(workers[server.index]))  # up, but a process of it died
-                continue
-            if server.ready or server.state == "rejected":
-                continue  # it recovered: broke the lock, or went on without it
-            if server.state == "hung":
-                # A lock held for good has a live holder (a wedged process, a lock never granted
-                # on a network mount): it cannot be broken, only waited for in bounded time.
-                held = getattr(self.armed.race, "name", "") == "lock_held_for_good"
-                what = (
-                    "a start-up must give up on a lock nobody releases, failing closed naming it,"
-                    if held
-                    else "a start-up must break a lock a dead process left, or fail closed naming"
-                    " it,"
-                )
-                problems.append(
-                    Problem(
-                        f"server {server.index} hung on the {'held' if held else 'stale'} lock {lock}"
-                        f" ({server.reason}): {what} within the readiness time-out; waiting forever is"
-                        " failing"
-                    )
-                )
-            elif server.returncode == 0:
-                problems.append(
-                    Problem(
-                        f"server {server.index} exited with code 0 before it was ready: a failed"
-                        f" start-up on the stale lock {lock} must exit non-zero"
-                    )
-                )
-            elif exited_late(server, fleet):
-                problems.append(Problem(late_exit(server, fleet)))
-            elif not server.output_mentions(lock.name):
-                problems.append(
-                    Problem(
-                        f"server {server.index} failed, but its output does not name the lock"
-                        f" {lock.name!r}: whoever reads the log cannot tell which lock to remove"
-                    )
-                )
-        return problems
