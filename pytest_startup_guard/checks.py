@@ -6,7 +6,8 @@ it was given and what is accepted:
 ``invalid count=0 for server_fleet.launch(): expected a whole number >= 1``. A value of the
 wrong type raises ``ArgumentTypeError``, which is also a ``TypeError``.
 ``parse_whole_number`` reads such a number from text (a command line, an ini file, the
-environment), where the caller names the setting and where it came from.
+environment), where the caller names the setting and where it came from; ``parse_pair`` two of
+them (``STEP:POINT``), for the settings and the writer exploration alike.
 """
 
 from __future__ import annotations
@@ -67,6 +68,18 @@ def parse_whole_number(
     if value is None or value < minimum or (maximum is not None and value > maximum):
         raise InvalidArgumentError(f"expected {_a_whole_number(minimum, maximum, meaning)}")
     return value
+
+
+def parse_pair(text: str) -> tuple[int, int]:
+    """``STEP:POINT`` of ``server_fleet.explore_writer``: two whole numbers from 1 (``"3:1"``
+    -> ``(3, 1)``), read from the ``--startup-guard-writer-pair`` option or its variable."""
+    step, colon, point = text.partition(":")
+    if not colon:
+        raise ValueError("expected STEP:POINT, two whole numbers from 1, e.g. 3:1")
+    return (
+        parse_whole_number(step, minimum=1, meaning="a writer step (STEP:POINT)"),
+        parse_whole_number(point, minimum=1, meaning="a reader point (STEP:POINT)"),
+    )
 
 
 def _a_whole_number(minimum: int, maximum: int | None, meaning: str) -> str:

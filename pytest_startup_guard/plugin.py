@@ -20,7 +20,6 @@ from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import timeouts
 from pytest_startup_guard.report.record import STARTUP_TEST_FIXTURES, is_startup_test
 from pytest_startup_guard.settings import options
-from pytest_startup_guard.settings.per_target import target_settings_summary
 from pytest_startup_guard.settings.session import SESSION_KEY, build_session, get_session
 from pytest_startup_guard.targets import junit, markers
 from pytest_startup_guard.targets.detection import TargetChoice, choose_target, detect_target
@@ -98,17 +97,7 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    session = get_session(config)
-    timeout = session.settings["timeout"]
-    lines = [
-        f"startup-guard: target={session.target} ({session.target_reason}),"
-        f" seed={session.run_seed} ({session.seed_source}),"
-        f" timeout={timeout.value:g}s ({timeout.source})"
-    ]
-    per_target = target_settings_summary(config, session.target, session.settings)
-    if per_target:
-        lines.append(per_target)
-    return lines
+    return get_session(config).header_lines(config)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -120,13 +109,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.when == "call" and report.failed:
         item.stash[CALL_FAILED_KEY] = True
     if report.failed:
-        session = get_session(item.config)
         report.sections.append(
-            (
-                "startup-guard",
-                f"run seed {session.run_seed_for(item.nodeid)}, test seed {session.seed_for(item.nodeid)}\n"
-                f"replay: {session.replay(item.nodeid)}",
-            )
+            ("startup-guard", get_session(item.config).replay_section(item.nodeid))
         )
     _report_part(item, report)
     return report
@@ -252,12 +236,8 @@ def hub_cache(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[FakeHub
 
     cache = FakeHubCache(tmp_path / "startup-guard-cache")
     _record(request).add_cache(cache)
-    environment = HubEnvironment(cache.env)
-    environment.apply()
-    try:
+    with HubEnvironment(cache.env).applied():
         yield cache
-    finally:
-        environment.restore()
 
 
 @pytest.fixture
@@ -275,13 +255,11 @@ def hub_remote(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[HubRem
         cache = FakeHubCache(tmp_path / "startup-guard-remote-cache")
         _record(request).add_cache(cache)
     remote = HubRemote(cache)
-    environment = HubEnvironment(remote.env)
-    environment.apply()
     try:
-        yield remote
+        with HubEnvironment(remote.env).applied():
+            yield remote
     finally:
-        environment.restore()
-        problems = remote.close()
+        problems = remote.close()  # after the environment is restored, as it was applied
     if problems:
         pytest.fail("startup-guard hub_remote:\n" + "\n".join(problems), pytrace=False)
 

@@ -36,9 +36,10 @@ DATA_FLOW = (
     "verdicts",
     "report",
 )
-# Modules at the package root: the pytest-facing top, and what every part may use.
+# Modules at the package root: the pytest-facing top, and what every part may use (``outcomes``:
+# the one outcome type of a raced start-up, for the cases, the explorations and the report).
 TOP = {"__init__", "plugin", "hooks"}
-SHARED = {"errors", "checks", "wording", "_version"}
+SHARED = {"errors", "checks", "wording", "outcomes", "_version"}
 
 
 def module_name(path: Path) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -151,6 +152,15 @@ class HubEnvironment:
         )
         self._applied = True
         _APPLIED.append(self)
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        """``apply()`` for the ``with`` block, ``restore()`` after it, whatever happens."""
+        self.apply()
+        try:
+            yield
+        finally:
+            self.restore()
 
     def restore(self) -> None:
         if not self._applied:

@@ -36,6 +36,7 @@ from pytest_startup_guard.cache.layout import (
     commit_for,
     encode_content,
     etag_for,
+    file_of,
     repo_folder_name,
     validate_filename,
     validate_repo_id,
@@ -101,12 +102,8 @@ class CachedRepo:
 
     def _etag(self, filename: str) -> str:
         name = validate_filename(filename)
-        if name not in self.files:
-            known = ", ".join(sorted(self.files)) or "none"
-            raise NotInCacheError(
-                f"{self.repo_id}@{self.revision} has no file {filename!r}; its files: {known}"
-            )
-        return self.files[name]
+        owner = f"{self.repo_id}@{self.revision}"
+        return file_of(self.files, name, owner, NotInCacheError, given=filename)
 
     def pointer(self, filename: str) -> Path:
         """``snapshots/<commit>/<filename>``: the symlink readers open."""

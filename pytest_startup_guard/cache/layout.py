@@ -15,8 +15,11 @@ import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
+
+_Content = TypeVar("_Content")  # what a repo's file name maps to: its etag, its bytes
 
 REPO_TYPES = ("model", "dataset", "space")
 
@@ -90,6 +93,22 @@ def validate_filename(filename: object) -> str:
             " ('config.json', 'sub/dir/file.txt'), without '..', '.' or a leading '/'"
         )
     return str(PurePosixPath(*parts))
+
+
+def file_of(
+    files: Mapping[str, _Content],
+    filename: str,
+    owner: str,
+    error: type[Exception],
+    given: str | None = None,
+) -> _Content:
+    """``files[filename]``; a file ``owner`` (``org/name@main``) lacks is ``error``, which names
+    it as ``given`` (the caller's spelling, where ``filename`` is normalised) and lists the
+    files it has."""
+    if filename not in files:
+        known = ", ".join(sorted(files)) or "none"
+        raise error(f"{owner} has no file {given or filename!r}; its files: {known}")
+    return files[filename]
 
 
 def validate_revision(revision: object) -> str:

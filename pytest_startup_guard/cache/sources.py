@@ -220,15 +220,19 @@ def read_hub_cache(
             f" finish it (hf download {repo_id} --revision {revision}) or remove the"
             " .incomplete file"
         )
+    return RepoSource(files=files, commit=commit, no_exist=_no_exist(folder, commit)), is_ref
+
+
+def _no_exist(folder: Path, commit: str) -> tuple[str, ...]:
+    """The files the revision is known to lack: huggingface_hub's ``.no_exist/<commit>``."""
     no_exist = folder / ".no_exist" / commit
-    missing = tuple(
+    return tuple(
         sorted(
             path.relative_to(no_exist).as_posix()
             for path in (no_exist.rglob("*") if no_exist.is_dir() else ())
             if path.is_file()
         )
     )
-    return RepoSource(files=files, commit=commit, no_exist=missing), is_ref
 
 
 def _snapshot_files(folder: Path, snapshot: Path, label: str) -> dict[str, SourceFile]:

@@ -10,12 +10,63 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from typing import IO, Any, ClassVar, Concatenate, ParamSpec, Protocol, TypeVar
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, corruption_target
+from pytest_startup_guard.races.rewrite import InPlaceRewrite
+
+
+class HeldInProcess(Protocol):
+    """A lock the test process holds for a window (filelock's ``FileLock``)."""
+
+    def release(self) -> None: ...
+
+
+class HeldByProcess(Protocol):
+    """A process that holds a lock for a window (``held_locks.LockHolder``)."""
+
+    path: Path
+
+    def stop(self) -> bool: ...
+
+
+@dataclass(eq=False)
+class RaceState(MutableMapping[str, Any]):
+    """What a race's ``open`` keeps for its ``close``, on its target. The built-in races keep
+    typed fields, each set by ``open`` and taken back by ``close``; a race of your own keeps
+    what it likes by key, as in a dict (``target.state["ours"] = ...``, ``.pop``, ``in``)."""
+
+    content: bytes | None = None  # file_replace, dangling_pointer: the bytes to put back
+    mode: int = 0o644  # file_replace: the removed file's permission bits
+    link: str | None = None  # file_replace: where the removed symlink pointed
+    rewrite: InPlaceRewrite | None = None  # blob_rewrite, file_rewrite, partial_write
+    ref_handle: IO[str] | None = None  # ref_rewrite: the ref, opened (and so emptied)
+    folder: Path | None = None  # folder_move: the folder moved aside
+    aside: Path | None = None  # folder_move: where it is while the window is open
+    placed: bool = False  # stale locks: the lock file was left
+    siblings: list[Path] = field(default_factory=list)  # stale_soft_lock: files beside it
+    lock_path: Path | None = None  # lock_held on a hub file: its download lock, found once
+    held: HeldInProcess | None = None  # lock_held: the lock the test process holds
+    holder: HeldByProcess | None = None  # lock_held and its stale forms: the holding process
+    own: dict[str, Any] = field(default_factory=dict)  # a race of your own's keys
+
+    def __getitem__(self, key: str) -> Any:
+        return self.own[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.own[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.own[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.own)
+
+    def __len__(self) -> int:
+        return len(self.own)
 
 
 @dataclass
@@ -30,7 +81,7 @@ class RaceTarget:
     blob: Path
     ref: Path
     lock: Path
-    state: dict[str, Any] = field(default_factory=dict)  # what open() keeps for close()
+    state: RaceState = field(default_factory=RaceState)  # what open() keeps for close()
 
     @classmethod
     def of(cls, repo: CachedRepo, filename: str, revision: str | None = None) -> RaceTarget:
@@ -69,7 +120,7 @@ class PathTarget:
     path: Path
     root: Path
     root_name: str  # "shared_dir", "hub_cache", "tmp_path"
-    state: dict[str, Any] = field(default_factory=dict)
+    state: RaceState = field(default_factory=RaceState)  # what open() keeps for close()
     repo: CachedRepo | None = None  # set where a generic race works on a hub repo's file
     filename: str | None = None
     revision: str | None = None

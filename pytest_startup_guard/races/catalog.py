@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from typing import IO
 
 from pytest_startup_guard.cache.layout import break_hard_link, relative_link_target
 from pytest_startup_guard.errors import (
@@ -23,6 +22,7 @@ from pytest_startup_guard.races.base import PathTarget, Race, RaceTarget
 from pytest_startup_guard.races.generic import GENERIC_RACES
 from pytest_startup_guard.races.held_locks import HELD_LOCKS, LockHeld
 from pytest_startup_guard.races.locks import STALE_LOCKS
+from pytest_startup_guard.races.rewrite import RewritesInPlace
 
 
 class PointerSwap(Race):
@@ -83,18 +83,18 @@ class RefRewrite(Race):
     @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:
         break_hard_link(target.ref)
-        target.state["handle"] = open(target.ref, "w")  # noqa: SIM115 - written when it closes
+        target.state.ref_handle = open(target.ref, "w")  # noqa: SIM115 - written when it closes
 
     @Race.takes(RaceTarget)
     def close(self, target: RaceTarget) -> None:
-        handle: IO[str] | None = target.state.pop("handle", None)
+        handle, target.state.ref_handle = target.state.ref_handle, None
         if handle is None:
             handle = open(target.ref, "w")  # noqa: SIM115
         with handle:
             handle.write(target.commit)
 
 
-class BlobRewrite(Race):
+class BlobRewrite(RewritesInPlace, Race):
     """A blob rewritten in place (truncate, then write), as a sync or copy tool (rsync
     --inplace, cp onto an existing file) does: readers see it empty, or short when
     ``written`` > 0 (the share of the content already written when the window opens).
@@ -110,40 +110,14 @@ class BlobRewrite(Race):
         " closed in every release from 0.8.1 to 2.4.0)"
     )
 
-    def __init__(self, written: float = 0.0) -> None:
-        if not _is_share(written):
-            raise InvalidArgumentError(
-                f"invalid written={written!r} for {type(self).__name__}(): expected a share from"
-                " 0 to below 1"
-            )
-        self.written = written
-
     @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:
-        break_hard_link(target.blob)  # copy on write: never reach a shared copy
-        content = target.blob.read_bytes()
-        target.state["content"] = content
-        handle = open(target.blob, "wb")  # noqa: SIM115 - the rest is written when it closes
-        cut = int(len(content) * self.written)
-        handle.write(content[:cut])
-        handle.flush()
-        target.state["handle"], target.state["cut"] = handle, cut
+        target.state.rewrite = self.start_rewrite(target.blob)
 
     @Race.takes(RaceTarget)
     def close(self, target: RaceTarget) -> None:
-        handle: IO[bytes] | None = target.state.pop("handle", None)
-        content: bytes | None = target.state.pop("content", None)
-        if content is None:
-            return
-        if handle is None:
-            break_hard_link(target.blob)  # copy on write here too: never reach a source
-            handle = open(target.blob, "wb")  # noqa: SIM115
-            target.state["cut"] = 0
-        with handle:
-            handle.write(content[target.state.pop("cut", 0) :])
-
-    def __repr__(self) -> str:
-        return f"BlobRewrite(written={self.written})"
+        rewrite, target.state.rewrite = target.state.rewrite, None
+        self.finish_rewrite(rewrite)
 
 
 class DanglingPointer(Race):
@@ -168,8 +142,8 @@ class DanglingPointer(Race):
 
     @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:
-        if "content" not in target.state:
-            target.state["content"] = target.blob.read_bytes()
+        if target.state.content is None:
+            target.state.content = target.blob.read_bytes()
         try:
             os.remove(target.blob)  # a hard-linked original keeps its own name: not reached
         except FileNotFoundError:
@@ -177,7 +151,7 @@ class DanglingPointer(Race):
 
     @Race.takes(RaceTarget)
     def close(self, target: RaceTarget) -> None:
-        content: bytes | None = target.state.pop("content", None)
+        content, target.state.content = target.state.content, None
         if content is None or target.blob.exists():
             return
         incomplete = target.blob.with_name(f"{target.blob.name}.{os.urandom(8).hex()}.incomplete")
@@ -257,8 +231,3 @@ __all__ = [
     "register_races",
     "stale_races",
 ]
-
-
-def _is_share(value: object) -> bool:
-    """A number from 0 to below 1 (not a bool, not nan)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0

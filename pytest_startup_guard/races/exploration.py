@@ -17,12 +17,11 @@ from typing import Literal
 
 from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
+from pytest_startup_guard.outcomes import OUTCOMES, UNDECIDED_MARK, Outcome, Problem
 from pytest_startup_guard.races.armed import Hit
 
 Mode = Literal["in-process", "parallel", "sequential"]
 FLEET_MODES: tuple[Mode, ...] = ("parallel", "sequential")
-Outcome = Literal["survived", "failed", "undecided", "not reached"]
-OUTCOMES: tuple[Outcome, ...] = ("survived", "failed", "undecided", "not reached")
 NOT_REACHED = "its run never made this access, so the point proves nothing"
 _COMMIT = re.compile(r"\b[0-9a-f]{40}\b")
 
@@ -82,6 +81,11 @@ class PointOutcome:
     def problem(self) -> str:
         """One line for a point that was not survived: the access, what became of it, why,
         and the command that replays it (a ``startup_case`` check lists these)."""
+        return str(self.as_problem())
+
+    def as_problem(self) -> Problem:
+        """``problem()``, carrying whether it is undecided or failed (not reached is failed:
+        a case that never met the race proves nothing)."""
         point = self.point
         what = f"access point #{point.number} ({point.op} {point.short_path}): {self.outcome}"
         if self.covered_by is not None:
@@ -90,8 +94,8 @@ class PointOutcome:
             what += f": {self.failure}"
         if self.outcome == "not reached":
             what += f": {NOT_REACHED}"
-        prefix = "UNDECIDED: " if self.outcome == "undecided" else ""
-        return f"{prefix}{what}; replay: {self.replay}"
+        line = f"{what}; replay: {self.replay}"
+        return Problem.undecided(line) if self.outcome == "undecided" else Problem(line)
 
     def line(self) -> str:
         point = self.point
@@ -211,7 +215,7 @@ class Exploration:
             return
         undecided = all(point.outcome == "undecided" for point in bad)
         header = (
-            "UNDECIDED: the machine was too slow to decide whether the start-up survived at"
+            f"{UNDECIDED_MARK}the machine was too slow to decide whether the start-up survived at"
             if undecided
             else "the start-up did not survive the race at"
         )

@@ -13,19 +13,19 @@ hub repo's folder) while the window is open: a reader that checks a file with ``
 the child runtime cannot see) and then opens or lists the folder has met the fault.
 
 Copy on write holds: a file rewritten in place is first given its own inode
-(``break_hard_link``), so a race never writes through a hard link into a source folder or cache
-a repo was imported from.
+(``break_hard_link``, in ``rewrite.py``, the rewrite-in-place race that ``blob_rewrite`` shares),
+so a race never writes through a hard link into a source folder or cache a repo was imported
+from.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import IO
 
-from pytest_startup_guard.cache.layout import break_hard_link
-from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
+from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.races.base import PathRace, PathTarget, Race
+from pytest_startup_guard.races.rewrite import RewritesInPlace
 
 
 def _file_of(target: PathTarget, race: str) -> Path:
@@ -43,7 +43,16 @@ def _file_of(target: PathTarget, race: str) -> Path:
     return target.path
 
 
-class FileReplace(PathRace):
+class FileRace(PathRace):
+    """A race on one file (not a folder): refused, when it is armed, on a folder or a path
+    with nothing at it."""
+
+    @Race.takes(PathTarget)
+    def check(self, target: PathTarget) -> None:
+        _file_of(target, self.name)
+
+
+class FileReplace(FileRace):
     """A file replaced without a rename: the writer removes it, then creates it again, so a
     reader in between finds no file (``FileNotFoundError``). coreutils ``ln -sf`` / ``ln -sfn``
     (unlink, then symlink: the usual way scripts repoint a ``current`` link), ``cp
@@ -61,24 +70,20 @@ class FileReplace(PathRace):
     )
 
     @Race.takes(PathTarget)
-    def check(self, target: PathTarget) -> None:
-        _file_of(target, self.name)
-
-    @Race.takes(PathTarget)
     def open(self, target: PathTarget) -> None:
         path = _file_of(target, self.name)
         if path.is_symlink():
-            target.state["link"] = os.readlink(path)
+            target.state.link = os.readlink(path)
         else:
-            target.state["content"] = path.read_bytes()
-            target.state["mode"] = path.stat().st_mode & 0o7777
+            target.state.content = path.read_bytes()
+            target.state.mode = path.stat().st_mode & 0o7777
         os.remove(path)  # the name goes; a hard-linked original keeps its own
 
     @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
-        link: str | None = target.state.pop("link", None)
-        content: bytes | None = target.state.pop("content", None)
-        mode: int = target.state.pop("mode", 0o644)
+        state = target.state
+        link, content, mode = state.link, state.content, state.mode
+        state.link, state.content, state.mode = None, None, 0o644
         if os.path.lexists(target.path):
             return  # someone else created it meanwhile: that is what readers see now
         if link is not None:
@@ -89,7 +94,7 @@ class FileReplace(PathRace):
             os.chmod(target.path, mode)
 
 
-class FileRewrite(PathRace):
+class FileRewrite(RewritesInPlace, FileRace):
     """A file rewritten in place, truncate then write: readers in between see it empty, or
     short (``written`` > 0: the share already written). ``open(path, "w")`` then ``write``,
     ``cp`` onto an existing file, ``rsync --inplace``, ``torch.save(obj, path)`` or
@@ -106,44 +111,15 @@ class FileRewrite(PathRace):
         " rsync --inplace, torch.save to the final name): empty or short in between"
     )
 
-    def __init__(self, written: float = 0.0) -> None:
-        if not _is_share(written):
-            raise InvalidArgumentError(
-                f"invalid written={written!r} for {type(self).__name__}(): expected a share from"
-                " 0 to below 1"
-            )
-        self.written = written
-
-    @Race.takes(PathTarget)
-    def check(self, target: PathTarget) -> None:
-        _file_of(target, self.name)
-
     @Race.takes(PathTarget)
     def open(self, target: PathTarget) -> None:
         real = Path(os.path.realpath(_file_of(target, self.name)))
-        break_hard_link(real)  # copy on write: never reach a source the file was linked from
-        content = real.read_bytes()
-        cut = int(len(content) * self.written)
-        handle = open(real, "wb")  # noqa: SIM115 - the rest is written when the window closes
-        handle.write(content[:cut])
-        handle.flush()
-        target.state.update(real=real, content=content, cut=cut, handle=handle)
+        target.state.rewrite = self.start_rewrite(real)
 
     @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
-        content: bytes | None = target.state.pop("content", None)
-        handle: IO[bytes] | None = target.state.pop("handle", None)
-        real: Path | None = target.state.pop("real", None)
-        cut: int = target.state.pop("cut", 0)
-        if content is None or real is None:
-            return
-        if handle is None or handle.closed:
-            handle, cut = open(real, "wb"), 0  # noqa: SIM115
-        with handle:
-            handle.write(content[cut:])
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(written={self.written})"
+        rewrite, target.state.rewrite = target.state.rewrite, None
+        self.finish_rewrite(rewrite)
 
 
 class PartialWrite(FileRewrite):
@@ -210,7 +186,7 @@ class FolderMove(PathRace):
         return path == folder or path.startswith(folder + os.sep)
 
     def _folder_of_state(self, target: PathTarget) -> Path:
-        folder: Path | None = target.state.get("folder")
+        folder = target.state.folder
         return folder if folder is not None else self._folder(target)
 
     @Race.takes(PathTarget)
@@ -218,22 +194,17 @@ class FolderMove(PathRace):
         folder = self._folder(target)
         aside = folder.with_name(f".{folder.name}.moved-{os.urandom(4).hex()}")
         os.rename(folder, aside)
-        target.state.update(folder=folder, aside=aside)
+        target.state.folder, target.state.aside = folder, aside
 
     @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
-        aside: Path | None = target.state.pop("aside", None)
-        if aside is None:
+        aside, folder = target.state.aside, target.state.folder
+        target.state.aside = None
+        if aside is None or folder is None:
             return
-        folder: Path = target.state["folder"]
         if os.path.lexists(folder):
             os.rename(folder, folder.with_name(f"{folder.name}.recreated-{os.urandom(4).hex()}"))
         os.rename(aside, folder)
 
 
 GENERIC_RACES: tuple[type[Race], ...] = (FileReplace, FileRewrite, PartialWrite, FolderMove)
-
-
-def _is_share(value: object) -> bool:
-    """A number from 0 to below 1 (not a bool, not nan)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0

@@ -42,7 +42,6 @@ LockKind = Literal["flock", "lockf", "soft"]
 LOCK_KINDS: tuple[LockKind, ...] = ("flock", "lockf", "soft")
 READY_SECONDS = 30.0  # how long a holder process may take to start and try the lock
 STOP_SECONDS = 10.0  # how long a holder process may take to release the lock and exit
-_LOCK_PATH = "lock_path"  # target.state: a hub file's download lock, found once
 
 
 def lock_kind(value: object, where: str) -> LockKind:
@@ -158,10 +157,10 @@ class LockHeld(Race):
             return target.lock
         if target.repo is None or target.filename is None or self.stale:
             return target.path  # a stale form on a hub file is given the download lock itself
-        lock: Path | None = target.state.get(_LOCK_PATH)
+        lock = target.state.lock_path
         if lock is None:  # found once, in the thread that arms it: never at an access
             lock = RaceTarget.of(target.repo, target.filename, target.revision).lock
-            target.state[_LOCK_PATH] = lock
+            target.state.lock_path = lock
         return lock
 
     def _in_test_process(self, target: Target) -> bool:
@@ -210,16 +209,16 @@ class LockHeld(Race):
 
             held = FileLock(str(lock))
             held.acquire(timeout=5)
-            target.state["lock"] = held
+            target.state.held = held
             return
         label = f"{self.name!r} on {target.label}"
-        target.state["holder"] = LockHolder(self.kind, lock, label)
+        target.state.holder = LockHolder(self.kind, lock, label)
 
     def close(self, target: Target, /) -> None:
-        held = target.state.pop("lock", None)
+        held, target.state.held = target.state.held, None
         if held is not None:
             held.release()
-        holder: LockHolder | None = target.state.pop("holder", None)
+        holder, target.state.holder = target.state.holder, None
         if holder is not None and not holder.stop() and self.kind == "soft":
             # Killed before it could release: its soft lock would stay as a dead owner's.
             try:

@@ -90,13 +90,8 @@ class HubRace:
         fails the test at teardown: a race test that was never raced proves nothing.
         """
         where = "hub_race.arm()"
-        instance = get_race(race, where=where)
-        if not isinstance(repo, CachedRepo):
-            raise ArgumentTypeError(
-                f"hub_race.arm() needs a CachedRepo (what hub_cache.add_model returns), not"
-                f" {type(repo).__name__}; to race any other file use hub_race.arm_path(race, path)"
-            )
-        text("filename", filename, where, meaning="a file of the repo, such as 'config.json'")
+        other_files = "; to race any other file use hub_race.arm_path(race, path)"
+        instance = _race_on_file(race, repo, filename, where, other_files)
         flag("allow_miss", allow_miss, where)
         repo.cache.check_writable(repo, f"arm race {instance.name!r} on")
         target = target_of(instance, repo, filename, revision)
@@ -216,13 +211,7 @@ class HubRace:
         function(
             "startup", startup, where, "a callable that runs the start-up, such as lambda: load()"
         )
-        instance = get_race(race, where=where)
-        if not isinstance(repo, CachedRepo):
-            raise ArgumentTypeError(
-                f"{where} needs a CachedRepo (what hub_cache.add_model returns), not"
-                f" {type(repo).__name__}"
-            )
-        text("filename", filename, where, meaning="a file of the repo, such as 'config.json'")
+        instance = _race_on_file(race, repo, filename, where)
         repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
         on_access(hold=hold)  # a bad hold: now, before the start-up runs
         wanted = wanted_points(points, self.explore_settings, where)
@@ -469,6 +458,21 @@ class _RaceEngine(RuntimeListener):
         """A process that is gone no longer holds an access-counted window open."""
         for armed in self.races.armed:
             armed.process_gone(pid)
+
+
+def _race_on_file(
+    race: str | Race, repo: object, filename: object, where: str, hint: str = ""
+) -> Race:
+    """The race ``arm``/``explore`` were given, once ``repo`` is a ``CachedRepo`` and
+    ``filename`` a name (``hint`` ends the message of a repo that is not)."""
+    instance = get_race(race, where=where)
+    if not isinstance(repo, CachedRepo):
+        raise ArgumentTypeError(
+            f"{where} needs a CachedRepo (what hub_cache.add_model returns), not"
+            f" {type(repo).__name__}{hint}"
+        )
+    text("filename", filename, where, meaning="a file of the repo, such as 'config.json'")
+    return instance
 
 
 def target_of(race: Race, repo: CachedRepo, filename: str, revision: str | None) -> Target:

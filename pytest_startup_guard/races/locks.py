@@ -74,11 +74,12 @@ class StaleLock(PathRace):
         self._free(target)
         descriptor = os.open(target.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         os.close(descriptor)  # its holder is gone: the kernel closed what it had open
-        target.state["placed"] = True
+        target.state.placed = True
 
     @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
-        if target.state.pop("placed", False):
+        placed, target.state.placed = target.state.placed, False
+        if placed:
             try:
                 os.remove(target.path)  # whoever broke it may have removed it already
             except FileNotFoundError:
@@ -113,12 +114,13 @@ class StaleSoftLock(StaleLock):
                 f"race {self.name!r} could not leave a soft lock at {target.path}: {why[0]}"
                 " (it needs the filelock package in the interpreter the tests run under)"
             )
-        target.state["placed"] = True
-        target.state["siblings"] = _siblings(target.path)
+        target.state.placed = True
+        target.state.siblings = _siblings(target.path)
 
     @Race.takes(PathTarget)
     def close(self, target: PathTarget) -> None:
-        for extra in target.state.pop("siblings", ()):  # files filelock keeps beside the lock
+        siblings, target.state.siblings = target.state.siblings, []
+        for extra in siblings:  # files filelock keeps beside the lock
             try:
                 os.remove(extra)
             except FileNotFoundError:

@@ -27,6 +27,7 @@ from pytest_startup_guard.cache.layout import (
     LFS_THRESHOLD_BYTES,
     commit_for,
     encode_content,
+    file_of,
     git_blob_sha1,
     is_commit,
     is_lfs,
@@ -50,12 +51,9 @@ class RemoteCommit:
     lfs_threshold: int = field(default=LFS_THRESHOLD_BYTES, repr=False)
 
     def _data(self, filename: str) -> bytes:
-        if filename not in self.files:
-            known = ", ".join(sorted(self.files)) or "none"
-            raise InvalidArgumentError(
-                f"{self.repo_id}@{self.commit[:8]} has no file {filename!r}; its files: {known}"
-            )
-        return self.files[filename]
+        return file_of(
+            self.files, filename, f"{self.repo_id}@{self.commit[:8]}", InvalidArgumentError
+        )
 
     def is_lfs(self, filename: str) -> bool:
         """Whether the Hub stores ``filename`` with Git LFS (its blob is named by sha256)."""

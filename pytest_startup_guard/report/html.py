@@ -443,35 +443,7 @@ def _fleets(test: Mapping[str, Any]) -> list[str]:
             "<th>port</th><th>state</th><th>to ready</th><th>to exit (code)</th>"
             "<th>hits</th><th>reason</th></tr></thead><tbody>"
         )
-        for server in servers:
-            state = str(server.get("state", "?"))
-            exited = words.seconds_text(server.get("seconds_to_exit"))
-            if server.get("returncode") is not None:
-                exited += f" ({server['returncode']})"
-            hung = server.get("seconds_to_timeout")
-            if hung is not None:
-                state += f" at {words.seconds_text(hung)}"
-            started_up = bool(server.get("started_up", server.get("ready")))
-            cell = "sg-passed" if started_up else "sg-failed"
-            workers = list(server.get("workers") or [])
-            failed_workers = sum(1 for worker in workers if worker.get("failed"))
-            if failed_workers:
-                state += f"; {failed_workers} of {words.count(len(workers), 'worker')} failed"
-            elif server.get("died_after_ready") is not None:
-                state += ", then exited"
-            absorbed = " (absorbed)" if server.get("absorbed") else ""
-            parts.append(
-                f'<tr class="sg-server-row" data-state="{escape(server.get("state", ""))}">'
-                f"<td>{escape(server.get('index', '?'))}</td>"
-                f"<td>{escape(server.get('pid', '?'))}</td>"
-                f"<td>{escape(server.get('port') if server.get('port') is not None else '-')}</td>"
-                f'<td class="{cell}">{escape(state)}</td>'
-                '<td class="sg-num">'
-                f"{escape(words.seconds_text(server.get('seconds_to_ready')))}</td>"
-                f'<td class="sg-num">{escape(exited)}</td>'
-                f'<td class="sg-num">{escape(server.get("hits", 0))}{escape(absorbed)}</td>'
-                f"<td>{escape(server.get('reason') or '')}</td></tr>"
-            )
+        parts += [_server_row(server) for server in servers]
         parts.append("</tbody></table>")
         problems = [
             f"server {server.get('index', '?')}: {problem}"
@@ -497,3 +469,35 @@ def _fleets(test: Mapping[str, Any]) -> list[str]:
                 f" its last lines</summary><pre>{escape(tail)}</pre></details>"
             )
     return parts
+
+
+def _server_row(server: Mapping[str, Any]) -> str:
+    """One row of a fleet's table: a server's state (and its workers'), times, hits, reason."""
+    state = str(server.get("state", "?"))
+    exited = words.seconds_text(server.get("seconds_to_exit"))
+    if server.get("returncode") is not None:
+        exited += f" ({server['returncode']})"
+    hung = server.get("seconds_to_timeout")
+    if hung is not None:
+        state += f" at {words.seconds_text(hung)}"
+    started_up = bool(server.get("started_up", server.get("ready")))
+    cell = "sg-passed" if started_up else "sg-failed"
+    workers = list(server.get("workers") or [])
+    failed_workers = sum(1 for worker in workers if worker.get("failed"))
+    if failed_workers:
+        state += f"; {failed_workers} of {words.count(len(workers), 'worker')} failed"
+    elif server.get("died_after_ready") is not None:
+        state += ", then exited"
+    absorbed = " (absorbed)" if server.get("absorbed") else ""
+    return (
+        f'<tr class="sg-server-row" data-state="{escape(server.get("state", ""))}">'
+        f"<td>{escape(server.get('index', '?'))}</td>"
+        f"<td>{escape(server.get('pid', '?'))}</td>"
+        f"<td>{escape(server.get('port') if server.get('port') is not None else '-')}</td>"
+        f'<td class="{cell}">{escape(state)}</td>'
+        '<td class="sg-num">'
+        f"{escape(words.seconds_text(server.get('seconds_to_ready')))}</td>"
+        f'<td class="sg-num">{escape(exited)}</td>'
+        f'<td class="sg-num">{escape(server.get("hits", 0))}{escape(absorbed)}</td>'
+        f"<td>{escape(server.get('reason') or '')}</td></tr>"
+    )

@@ -20,13 +20,13 @@ and version it reads are the schema file's (the same as ``run_report.SCHEMA`` an
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_startup_guard.report.svg import escape
 from pytest_startup_guard.report.words import (
     OUTCOMES,
     VERDICT_WORDS,
@@ -387,15 +387,9 @@ def cell_class(cell: Cell) -> str:
     return CELL_CLASSES.get(cell.state, f"sg-other sg-{cell.state}")
 
 
-def escape(text: str, quote: bool = True) -> str:
-    """Text as HTML: ``printable``, then its markup escaped."""
-    return html.escape(printable(text), quote=quote)
-
-
 def _attrs(**values: str) -> str:
     return "".join(
-        f' {name.rstrip("_").replace("_", "-")}="{escape(value, quote=True)}"'
-        for name, value in values.items()
+        f' {name.rstrip("_").replace("_", "-")}="{escape(value)}"' for name, value in values.items()
     )
 
 

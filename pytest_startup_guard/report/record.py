@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_startup_guard.report.words import EXPLORATION_OUTCOMES
 from pytest_startup_guard.verdicts.kinds import WORDS
 from pytest_startup_guard.wording import printable
 
@@ -391,10 +392,7 @@ def exploration_facts(exploration: Exploration) -> dict[str, Any]:
         "launches": exploration.launches,
         "explored": len(exploration.explored),
         "startups": exploration.startups,
-        "survived": len(exploration.of("survived")),
-        "failed": len(exploration.of("failed")),
-        "undecided": len(exploration.of("undecided")),
-        "not_reached": len(exploration.of("not reached")),
+        **{field: len(exploration.of(outcome)) for field, outcome in EXPLORATION_OUTCOMES},
     }
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_startup_guard.outcomes import OUTCOMES as STARTUP_OUTCOMES
+from pytest_startup_guard.outcomes import Outcome
 from pytest_startup_guard.verdicts.kinds import WORDS
 from pytest_startup_guard.wording import count, signal_name
 
@@ -46,12 +48,9 @@ EXPECTED_WORDS: dict[str, tuple[str, str]] = {
 }
 
 
-# An exploration's outcomes: the report's field for each, and its words.
-EXPLORATION_OUTCOMES = (
-    ("survived", "survived"),
-    ("failed", "failed"),
-    ("undecided", "undecided"),
-    ("not_reached", "not reached"),
+# An exploration's outcomes: the report's field for each (``not_reached``), and its words.
+EXPLORATION_OUTCOMES: tuple[tuple[str, Outcome], ...] = tuple(
+    (outcome.replace(" ", "_"), outcome) for outcome in STARTUP_OUTCOMES
 )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_startup_guard.checks import parse_whole_number
+from pytest_startup_guard.checks import parse_pair, parse_whole_number
 from pytest_startup_guard.targets.detection import TARGETS
 
 TARGET_CHOICES = ("auto", *TARGETS)
@@ -25,11 +25,16 @@ _TRUE_WORDS = ("1", "true", "yes", "on")
 _FALSE_WORDS = ("0", "false", "no", "off", "")
 
 
-def parse_target(text: str) -> str:
+def one_of(text: str, choices: tuple[str, ...]) -> str:
+    """``text`` as one of ``choices`` (any case, spaces around it ignored)."""
     value = text.strip().lower()
-    if value not in TARGET_CHOICES:
-        raise ValueError(f"expected one of {', '.join(TARGET_CHOICES)}")
+    if value not in choices:
+        raise ValueError(f"expected one of {', '.join(choices)}")
     return value
+
+
+def parse_target(text: str) -> str:
+    return one_of(text, TARGET_CHOICES)
 
 
 def parse_seed(text: str) -> int:
@@ -55,17 +60,6 @@ def parse_point(text: str) -> int:
     return parse_whole_number(text, minimum=1, meaning="an access point")
 
 
-def parse_pair(text: str) -> tuple[int, int]:
-    """``STEP:POINT`` of ``server_fleet.explore_writer``: two whole numbers from 1."""
-    step, colon, point = text.partition(":")
-    if not colon:
-        raise ValueError("expected STEP:POINT, two whole numbers from 1, e.g. 3:1")
-    return (
-        parse_whole_number(step, minimum=1, meaning="a writer step (STEP:POINT)"),
-        parse_whole_number(point, minimum=1, meaning="a reader point (STEP:POINT)"),
-    )
-
-
 def parse_bool(text: str) -> bool:
     value = text.strip().lower()
     if value in _TRUE_WORDS:
@@ -80,10 +74,7 @@ WARM_CHOICES = ("off", "on", "or_cold")
 
 def parse_warm(text: str) -> str:
     """``--startup-guard-warm``: off, on (warm=True where a launch gives no warm=) or or_cold."""
-    value = text.strip().lower()
-    if value not in WARM_CHOICES:
-        raise ValueError(f"expected one of {', '.join(WARM_CHOICES)}")
-    return value
+    return one_of(text, WARM_CHOICES)
 
 
 def parse_path(text: str) -> str:
@@ -248,23 +239,12 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("startup-guard", "start-up races (pytest-startup-guard)")
     for option in OPTIONS:
         if option.has_flag:
-            if option.metavar is None:
-                group.addoption(
-                    option.flag,
-                    action="store_true",
-                    default=None,
-                    dest=option.dest,
-                    help=option.help,
-                )
-            else:
-                group.addoption(
-                    option.flag,
-                    action="store",
-                    default=None,
-                    dest=option.dest,
-                    metavar=option.metavar,
-                    help=option.help,
-                )
+            takes: dict[str, str] = (
+                {"action": "store_true"}  # a boolean flag
+                if option.metavar is None
+                else {"action": "store", "metavar": option.metavar}
+            )
+            group.addoption(option.flag, default=None, dest=option.dest, help=option.help, **takes)
         parser.addini(
             option.ini, option.help + (f" (env {option.env})" if option.has_env else ""), default=""
         )

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_startup_guard.settings.options import OPTIONS, Setting, misspelt_variables, resolve
 from pytest_startup_guard.settings.paths import check_output_paths
+from pytest_startup_guard.settings.per_target import target_settings_summary
 from pytest_startup_guard.settings.seeds import (
     draw_run_seed,
     replay_command,
@@ -90,6 +91,28 @@ class GuardSession:
     def artifacts_dir(self) -> str | None:
         """``artifacts``: where failed tests' artifacts go, as given (not resolved)."""
         return self._optional("artifacts", str)
+
+    def header_lines(self, config: pytest.Config) -> list[str]:
+        """pytest's header: the target, the run seed and the time-out, each with where it came
+        from, then the settings given per target, if any."""
+        timeout = self.settings["timeout"]
+        lines = [
+            f"startup-guard: target={self.target} ({self.target_reason}),"
+            f" seed={self.run_seed} ({self.seed_source}),"
+            f" timeout={timeout.value:g}s ({timeout.source})"
+        ]
+        per_target = target_settings_summary(config, self.target, self.settings)
+        if per_target:
+            lines.append(per_target)
+        return lines
+
+    def replay_section(self, nodeid: str) -> str:
+        """What a failed start-up test's report adds: its seeds, and the command that replays
+        it."""
+        return (
+            f"run seed {self.run_seed_for(nodeid)}, test seed {self.seed_for(nodeid)}\n"
+            f"replay: {self.replay(nodeid)}"
+        )
 
     def run_seed_for(self, nodeid: str) -> int:
         """The run seed a test runs under: the run's, or its stress round's."""

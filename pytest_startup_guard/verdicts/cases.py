@@ -18,8 +18,8 @@ moment and one that is gone give the same ``OSError`` or ``ValueError: Unrecogni
 
 Time-outs count each member's own time (``runtime/own_time.py``), so a busy machine does not
 turn a slow start into a hang. A member the machine never gave its time is *undecided*; a check
-whose only problems are undecided members says so ("UNDECIDED: the machine was too slow to
-decide") instead of calling the start-up good or bad.
+whose only problems are undecided (``outcomes.Problem``: each problem carries its outcome) says
+so ("UNDECIDED: the machine was too slow to decide") instead of calling the start-up good or bad.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
+from pytest_startup_guard.outcomes import UNDECIDED_MARK, Problem, all_undecided, failed
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import RaceTarget
 from pytest_startup_guard.races.catalog import RACES, races_for_all, stale_races
@@ -63,12 +64,10 @@ from pytest_startup_guard.runtime.events import (
     AccessEvent,
 )
 from pytest_startup_guard.verdicts.exploring import CaseExploration
+from pytest_startup_guard.verdicts.fail_closed import corrupt_problems, stale_problems
 from pytest_startup_guard.verdicts.kinds import KINDS, WORDS, CaseKind
 from pytest_startup_guard.verdicts.members import (
-    UNDECIDED,
     accepts,
-    exited_late,
-    late_exit,
     undecided,
 )
 from pytest_startup_guard.verdicts.rebuild import CorruptEntry, corrupt_entry, rebuild_problems
@@ -415,18 +414,20 @@ class StartupCase:
         elif self.kind == "transient":
             problems = self._transient(fleet, expect, workers)
         elif self.kind == "stale":
-            problems = self._stale(fleet, workers)
+            assert self.armed is not None
+            problems = stale_problems(fleet, workers, self.armed)
         elif self.entry is not None:
             controller = self.races.controller
             problems = rebuild_problems(self.entry, fleet, controller, workers, expect, whole)
         else:
-            problems = self._corrupt(fleet)
+            assert self.repo is not None and self.filename is not None
+            problems = corrupt_problems(fleet, self.repo, self.filename, self.name)
         verdict = WORDS[self.kind].done
-        undecided = bool(problems) and all(problem.startswith(UNDECIDED) for problem in problems)
+        undecided = all_undecided(problems)
         self.judgement = Judgement(not problems, "", undecided)
         if problems:
             header = (
-                f"startup_case {self.spec.id} on {self.target}: UNDECIDED: the machine was too"
+                f"startup_case {self.spec.id} on {self.target}: {UNDECIDED_MARK}the machine was too"
                 f" slow to decide whether the start-up {verdict}:"
                 if undecided
                 else f"startup_case {self.spec.id} on {self.target}: the start-up was expected to"
@@ -492,39 +493,48 @@ class StartupCase:
         fleet: Fleet,
         expect: Callable[[Server], object] | None,
         workers: dict[int, list[str]],
-    ) -> list[str]:
+    ) -> list[Problem]:
         self._let_windows_close(fleet)
         self.races.hits  # noqa: B018 - reads a chaos refresher's windows into its hits
-        problems = []
+        problems: list[Problem] = []
         for server in fleet.servers:
             if server.state == "undecided":
                 problems.append(undecided(server))
                 continue
             if server.state == "rejected":
                 problems.append(
-                    f"server {server.index} came up on the wrong config (a fallback?): {server.reason}"
+                    Problem(
+                        f"server {server.index} came up on the wrong config (a fallback?): {server.reason}"
+                    )
                 )
             elif not server.ready:
                 problems.append(
-                    f"server {server.index} did not survive the race: {server.status()}"
-                    + "".join(f"; {line}" for line in self._retried(server, fleet))
+                    Problem(
+                        f"server {server.index} did not survive the race: {server.status()}"
+                        + "".join(f"; {line}" for line in self._retried(server, fleet))
+                    )
                 )
             elif workers.get(server.index):
                 # It answered its probe, but a process of it died: that is not surviving.
-                problems.extend(workers[server.index])
+                problems.extend(failed(workers[server.index]))
                 problems.extend(
-                    f"server {server.index}: {line}" for line in self._retried(server, fleet)
+                    Problem(f"server {server.index}: {line}")
+                    for line in self._retried(server, fleet)
                 )
             elif expect is not None and not accepts(expect, server):
                 problems.append(
-                    f"server {server.index} is up but check(expect=...) rejected what it serves"
+                    Problem(
+                        f"server {server.index} is up but check(expect=...) rejected what it serves"
+                    )
                 )
             if not server.hits:
                 problems.append(
-                    f"the race never hit server {server.index}: this case proves nothing for it"
-                    " (does it read the file? is its interpreter under the plugin?)"
+                    Problem(
+                        f"the race never hit server {server.index}: this case proves nothing for it"
+                        " (does it read the file? is its interpreter under the plugin?)"
+                    )
                 )
-        return problems + self._unhit_readers(fleet)
+        return problems + failed(self._unhit_readers(fleet))
 
     def _let_windows_close(self, fleet: Fleet, within: float = WINDOW_SETTLE_SECONDS) -> None:
         """Where a member did not start up, give an open window (at most ``within`` seconds)
@@ -616,7 +626,7 @@ class StartupCase:
             return self.filename
         return self.path.name if self.path is not None else "the raced file"
 
-    def _explored(self, fleet: Fleet) -> list[str]:
+    def _explored(self, fleet: Fleet) -> list[Problem]:
         """Survived at every access point: each point that did not is a problem."""
         found = self.exploring.found if self.exploring is not None else None
         if found is None or found.clean is not fleet:
@@ -624,80 +634,4 @@ class StartupCase:
                 f"startup_case {self.spec.id} explores: check the fleet its server_fleet.launch()"
                 " returned after apply(); that launch explores every access point"
             )
-        return [outcome.problem() for outcome in found.exploration.not_survived]
-
-    def _corrupt(self, fleet: Fleet) -> list[str]:
-        assert self.repo is not None and self.filename is not None
-        names = {self.repo.repo_id, self.filename, self.repo.folder_name}
-        problems = []
-        for server in fleet.servers:
-            if server.state == "undecided":
-                problems.append(undecided(server))
-            elif server.ready or server.state == "rejected":
-                problems.append(
-                    f"server {server.index} came up on a corrupt {self.filename} ({self.name}): it hid"
-                    " the corruption"
-                )
-            elif server.state == "hung":
-                problems.append(
-                    f"server {server.index} hung: still running on a corrupt config ({server.reason});"
-                    " hanging is failing, it must exit with an error"
-                )
-            elif server.returncode == 0:
-                problems.append(f"server {server.index} exited with code 0 on a corrupt config")
-            elif exited_late(server, fleet):
-                problems.append(late_exit(server, fleet))
-            elif not any(server.output_mentions(name) for name in names):
-                problems.append(
-                    f"server {server.index} failed, but its output names neither {self.filename!r} nor"
-                    f" {self.repo.repo_id!r}: whoever reads the log cannot tell what broke"
-                )
-        return problems
-
-    def _stale(self, fleet: Fleet, workers: dict[int, list[str]]) -> list[str]:
-        """Recover or fail closed, naming the lock, within the readiness time-out."""
-        assert self.armed is not None
-        lock = Path(getattr(self.armed.target, "path", ""))
-        problems = []
-        for server in fleet.servers:
-            if server.state == "undecided":
-                problems.append(undecided(server))
-                continue
-            if not server.hits:
-                problems.append(
-                    f"server {server.index} never touched the stale lock {lock}: this case proves"
-                    " nothing for it (does it take this lock? is its interpreter under the plugin?)"
-                )
-            if server.ready and workers.get(server.index):
-                problems.extend(workers[server.index])  # up, but a process of it died
-                continue
-            if server.ready or server.state == "rejected":
-                continue  # it recovered: broke the lock, or went on without it
-            if server.state == "hung":
-                # A lock held for good has a live holder (a wedged process, a lock never granted
-                # on a network mount): it cannot be broken, only waited for in bounded time.
-                held = getattr(self.armed.race, "name", "") == "lock_held_for_good"
-                what = (
-                    "a start-up must give up on a lock nobody releases, failing closed naming it,"
-                    if held
-                    else "a start-up must break a lock a dead process left, or fail closed naming"
-                    " it,"
-                )
-                problems.append(
-                    f"server {server.index} hung on the {'held' if held else 'stale'} lock {lock}"
-                    f" ({server.reason}): {what} within the readiness time-out; waiting forever is"
-                    " failing"
-                )
-            elif server.returncode == 0:
-                problems.append(
-                    f"server {server.index} exited with code 0 before it was ready: a failed"
-                    f" start-up on the stale lock {lock} must exit non-zero"
-                )
-            elif exited_late(server, fleet):
-                problems.append(late_exit(server, fleet))
-            elif not server.output_mentions(lock.name):
-                problems.append(
-                    f"server {server.index} failed, but its output does not name the lock"
-                    f" {lock.name!r}: whoever reads the log cannot tell which lock to remove"
-                )
-        return problems
+        return [point.as_problem() for point in found.exploration.not_survived]

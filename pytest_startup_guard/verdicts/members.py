@@ -11,10 +11,7 @@ from collections.abc import Callable
 
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
-
-# The first word of a problem that is only the machine's slowness: a check whose problems all
-# start with it is undecided, not failed.
-UNDECIDED = "UNDECIDED"
+from pytest_startup_guard.outcomes import Problem
 
 
 def exited_late(server: Server, fleet: Fleet) -> bool:
@@ -29,8 +26,9 @@ def late_exit(server: Server, fleet: Fleet) -> str:
     )
 
 
-def undecided(server: Server) -> str:
-    return f"{UNDECIDED}: server {server.index}: {server.reason}"
+def undecided(server: Server) -> Problem:
+    """A member the machine never gave its time: an undecided problem, not a failed one."""
+    return Problem.undecided(f"server {server.index}: {server.reason}")
 
 
 def accepts(expect: Callable[[Server], object], server: Server) -> bool:
@@ -40,4 +38,4 @@ def accepts(expect: Callable[[Server], object], server: Server) -> bool:
         return False
 
 
-__all__ = ["UNDECIDED", "accepts", "exited_late", "late_exit", "undecided"]
+__all__ = ["accepts", "exited_late", "late_exit", "undecided"]

@@ -24,6 +24,7 @@ from pathlib import Path
 from pytest_startup_guard.cache.file_corruptions import CorruptedFile, corrupt_file
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
+from pytest_startup_guard.outcomes import Problem, failed
 from pytest_startup_guard.races.base import PathTarget
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import (
@@ -79,23 +80,25 @@ def rebuild_problems(
     workers: dict[int, list[str]],
     expect: Callable[[Server], object] | None,
     whole: Callable[[bytes], object] | None,
-) -> list[str]:
+) -> list[Problem]:
     """Every reason the fleet did not discard and rebuild ``entry`` (empty: it did)."""
     readers = _readers(entry, fleet, controller)
-    problems = []
+    problems: list[Problem] = []
     for server in fleet.servers:
         if server.state == "undecided":
             problems.append(undecided(server))
             continue
         if server.index not in readers:
             problems.append(
-                f"server {server.index} never read the cache entry {entry.path} (nor listed its"
-                " folder): this case proves nothing for it (does it load this entry? is its"
-                " interpreter under the plugin?)"
+                Problem(
+                    f"server {server.index} never read the cache entry {entry.path} (nor listed its"
+                    " folder): this case proves nothing for it (does it load this entry? is its"
+                    " interpreter under the plugin?)"
+                )
             )
-        problems.extend(_member_problems(server, entry, fleet, workers, expect))
+        problems.extend(failed(_member_problems(server, entry, fleet, workers, expect)))
     if all(server.ready and server.state == "ready" for server in fleet.servers):
-        problems.extend(_entry_problems(entry, whole))
+        problems.extend(failed(_entry_problems(entry, whole)))
     return problems
 
 

@@ -22,10 +22,13 @@ import pytest
 from _pytest.reports import TestReport
 from _pytest.runner import runtestprotocol
 
+from pytest_startup_guard.outcomes import Failing
 from pytest_startup_guard.settings.session import GuardSession
 
-StressOutcome = Literal["passed", "failed", "skipped", "undecided"]
-"""A round's verdict; ``undecided``: it failed only because the machine was too slow to decide."""
+StressOutcome = Literal["passed", "skipped"] | Failing
+"""A round's verdict: pytest's, where a failed round is ``failed`` or, as a start-up's
+(``outcomes.Failing``), ``undecided``: it failed only because the machine was too slow to
+decide."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,8 @@ def _outcome(reports: list[TestReport], undecided: bool) -> tuple[StressOutcome,
                 (line.strip() for line in text.splitlines() if line.strip().startswith("E ")),
                 text.splitlines()[0] if text else "",
             )
-            return ("undecided" if undecided else "failed"), first.removeprefix("E").strip()
+            failing: Failing = "undecided" if undecided else "failed"
+            return failing, first.removeprefix("E").strip()
     if any(report.skipped for report in reports):
         return "skipped", ""
     return "passed", ""

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
+from pytest_startup_guard.checks import parse_pair
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
 from pytest_startup_guard.fleet.explore.request import failure_line
 from pytest_startup_guard.fleet.explore.writer_steps import (
@@ -78,17 +79,6 @@ PAIR_ENV = "STARTUP_GUARD_WRITER_PAIR"
 # held process goes on: the other side waits on it (a lock it holds), and would wait forever.
 PATIENCE = 3.0
 ASK_AGAIN = 0.005  # seconds a held process sleeps before it asks again
-_PAIR = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
-
-
-def parse_pair(text: str) -> tuple[int, int]:
-    """``"3:1"`` -> (3, 1): a writer step and a reader point, both from 1."""
-    match = _PAIR.match(text)
-    if match is None or int(match.group(1)) < 1 or int(match.group(2)) < 1:
-        raise ValueError("expected STEP:POINT, two whole numbers from 1, e.g. 3:1")
-    return int(match.group(1)), int(match.group(2))
-
-
 PAIR_SLOT = "STEP:POINT"  # where a replay command takes the pair
 
 
