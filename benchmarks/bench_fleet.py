@@ -28,6 +28,7 @@ from pathlib import Path
 from harness import Figure, emit, figure, parse_args
 
 from pytest_startup_guard import ready
+from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
@@ -134,7 +135,9 @@ def with_fleet(
     base: Path, leases: PortLeases, reaper: Reaper, count: int, run: int
 ) -> tuple[float, float]:
     with RuntimeController() as controller:
-        fleets = ServerFleet(controller, base / f"run-{run}", leases, reaper, default_timeout=120)
+        fleets = ServerFleet(
+            FleetLauncher(controller, base / f"run-{run}", leases, reaper, default_timeout=120)
+        )
         start = time.perf_counter()
         fleet = fleets.launch(
             [sys.executable, "-c", STUB, "{port}"], count=count, ready=ready.tcp()

@@ -32,6 +32,7 @@ from harness import Figure, emit, figure, parse_args
 from workbench import Bench, workbench
 
 from pytest_startup_guard import FakeHubCache, ready
+from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
 from pytest_startup_guard.runtime.controller import RuntimeController
 
@@ -79,12 +80,14 @@ def remote_test(place: Bench) -> Iterator[tuple[Any, FakeHubCache, ServerFleet]]
     controller.watch(cache.root)
     remote = HubRemote(cache)  # serving on 127.0.0.1 from here on
     fleets = ServerFleet(
-        controller,
-        folder / "fleet",
-        place.leases,
-        place.reaper,
-        default_timeout=120,
-        default_cache=cache,
+        FleetLauncher(
+            controller,
+            folder / "fleet",
+            place.leases,
+            place.reaper,
+            default_timeout=120,
+            default_cache=cache,
+        )
     )
     try:
         yield remote, cache, fleets

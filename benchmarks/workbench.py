@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pytest_startup_guard import FakeHubCache
 from pytest_startup_guard.fleet.fleet import Fleet
+from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
@@ -54,13 +55,15 @@ class Bench:
             controller.watch(cache.root)
         races = HubRace(controller, seed, roots)
         fleets = ServerFleet(
-            controller,
-            folder / "fleet",
-            self.leases,
-            self.reaper,
-            default_timeout=60,
-            default_cache=cache,
-            hub_race=races,
+            FleetLauncher(
+                controller,
+                folder / "fleet",
+                self.leases,
+                self.reaper,
+                default_timeout=60,
+                default_cache=cache,
+                races=races,
+            )
         )
         try:
             yield folder, races, fleets

@@ -439,6 +439,7 @@ def server_fleet(
     teardown. Every process tree is ended at teardown (SIGTERM, SIGKILL after 5 s), also when
     pytest dies without its teardown (a reaper process outlives it).
     """
+    from pytest_startup_guard.fleet.launcher import FleetLauncher
     from pytest_startup_guard.fleet.ports import PortLeases
     from pytest_startup_guard.fleet.server_fleet import ServerFleet
     from pytest_startup_guard.fleet.warm.templates import warm_mode
@@ -451,7 +452,7 @@ def server_fleet(
     if "hub_remote" in request.fixturenames:
         remote = request.getfixturevalue("hub_remote")
         default_cache, online_env = remote.cache, remote.env
-    fleets = ServerFleet(
+    launcher = FleetLauncher(
         child_runtime,
         tmp_path / "startup-guard-fleet",
         PortLeases(_run_shared_temp(request.config, tmp_path_factory) / "startup-guard-ports"),
@@ -459,12 +460,15 @@ def server_fleet(
         default_timeout=session.readiness_timeout,
         default_cache=default_cache,
         online_env=online_env,
-        hub_race=hub_race,
-        explore_settings=hub_race.explore_settings,
+        races=hub_race,
         warm_templates=_warm_templates(request.config, tmp_path_factory),
         warm_default=warm_mode(session.warm),
     )
-    fleets.writer_settings = _writer_settings(request)
+    fleets = ServerFleet(
+        launcher,
+        explore_settings=hub_race.explore_settings,
+        writer_settings=_writer_settings(request),
+    )
     _record(request).fleets = fleets
     late: list[str] = []
     try:

@@ -38,6 +38,7 @@ from pytest_startup_guard.fleet.spec import LaunchSpec
 from pytest_startup_guard.fleet.warm.forked import ForkedProcess
 from pytest_startup_guard.fleet.warm.templates import (
     WarmMode,
+    WarmRequest,
     WarmStart,
     WarmTemplates,
     warm_choice,
@@ -214,18 +215,18 @@ class FleetLauncher:
         watched += [str(cache.root)] if cache is not None else []
         if self.races is not None:
             watched += [str(root) for root in self.races.roots.roots().values()]
-        return self.warm_templates.for_launch(
-            choice,
+        request = WarmRequest(
             plan.label,
             plan.command(0, port),
             program,
             plan.env,
             str(plan.cwd if plan.cwd is not None else Path.cwd()),
             spec.preload,
-            watch=watched,
-            timeout=spec.timeout,
-            native_accesses=spec.native_accesses,
+            watched,
+            spec.timeout,
+            spec.native_accesses,
         )
+        return self.warm_templates.for_launch(choice, request)
 
     def _native_preload(self, env: Mapping[str, str]) -> dict[str, str]:
         """``LD_PRELOAD`` of the native interposer, built once per run into the run's temp

@@ -9,7 +9,7 @@ its own, and keeps what it found.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -20,19 +20,15 @@ from pytest_startup_guard.fleet.explore.explorer import Explorer
 from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launcher import FleetLauncher
-from pytest_startup_guard.fleet.ports import PortLeases
-from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.spec import ExploreOptions, FleetOptions, LaunchOptions, LaunchSpec
 from pytest_startup_guard.races.base import Race
 from pytest_startup_guard.races.exploration import Exploration, ExploreSettings
-from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.controller import RuntimeController
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing has it from Python 3.11
 
     from pytest_startup_guard.fleet.explore.writer import WriterExploration, WriterSettings
-    from pytest_startup_guard.fleet.warm.templates import WarmMode, WarmTemplates
 
 
 class LaunchRoute(Protocol):
@@ -56,42 +52,21 @@ class ServerFleet:
 
     def __init__(
         self,
-        controller: RuntimeController,
-        folder: Path,
-        leases: PortLeases,
-        reaper: Reaper,
+        launcher: FleetLauncher,
         *,
-        default_timeout: float,
-        default_cache: FakeHubCache | None = None,
-        online_env: Mapping[str, str] | None = None,
-        hub_race: HubRace | None = None,
         explore_settings: ExploreSettings | None = None,
-        barrier_timeout: float = 20.0,
-        warm_templates: WarmTemplates | None = None,
-        warm_default: WarmMode = "off",
+        writer_settings: WriterSettings | None = None,
     ) -> None:
-        self.launcher = FleetLauncher(
-            controller,
-            folder,
-            leases,
-            reaper,
-            default_timeout=default_timeout,
-            default_cache=default_cache,
-            online_env=online_env,
-            races=hub_race,
-            barrier_timeout=barrier_timeout,
-            warm_templates=warm_templates,
-            warm_default=warm_default,
-        )
-        self.hub_race = hub_race  # arms each explored point
+        self.launcher = launcher
+        self.hub_race = launcher.races  # arms each explored point
         self.explore_settings = (
             explore_settings if explore_settings is not None else ExploreSettings()
         )
         self.explorations: list[Exploration] = []
-        # explore_writer: what it found, and the run's pair to replay (set by the plugin; None:
-        # read from the environment, ``explore.writer.writer_settings_of``)
+        # explore_writer: what it found, and the run's pair to replay (None: read from the
+        # environment, ``explore.writer.writer_settings_of``)
         self.writer_explorations: list[WriterExploration] = []
-        self.writer_settings: WriterSettings | None = None
+        self.writer_settings = writer_settings
         self._route: LaunchRoute | None = None
 
     @property
@@ -151,7 +126,7 @@ class ServerFleet:
         (``request``): what the exploration found, and the launch that ran clean."""
         __tracebackhide__ = True
         explorer = self._explorer(spec)
-        exploration = explorer.run(request.race, request.repo, request.filename, mode=request.mode)
+        exploration = explorer.run(request)
         assert explorer.clean is not None
         self.explorations.append(exploration)
         return ExploredLaunch(exploration, explorer.clean)
@@ -189,16 +164,8 @@ class ServerFleet:
             ExploreOptions,
             default_timeout=self.launcher.default_timeout,
         )
-        exploration = self._explorer(spec).run(
-            race,
-            repo,
-            filename,
-            points=points,
-            mode=mode,
-            hold=hold,
-            revision=revision,
-            prune=prune,
-        )
+        request = ExploreRequest(race, repo, filename, mode, points, hold, revision, prune)
+        exploration = self._explorer(spec).run(request)
         self.explorations.append(exploration)
         return exploration
 

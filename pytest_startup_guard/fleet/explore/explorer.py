@@ -30,7 +30,7 @@ from pathlib import Path
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
 from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
-from pytest_startup_guard.fleet.explore.request import check_mode, failure_line
+from pytest_startup_guard.fleet.explore.request import ExploreRequest, check_mode, failure_line
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.spec import LaunchSpec
@@ -166,21 +166,12 @@ class Explorer:
 
     # -- the two modes ---------------------------------------------------------------------
 
-    def run(
-        self,
-        race: str | Race,
-        repo: CachedRepo,
-        filename: str,
-        *,
-        points: Sequence[int] | None = None,
-        mode: str = "parallel",
-        hold: float = 0.5,
-        revision: str | None = None,
-        prune: bool = True,
-    ) -> Exploration:
+    def run(self, request: ExploreRequest) -> Exploration:
+        """Explore the start-up as ``request`` asks; each of its arguments is checked first."""
         __tracebackhide__ = True
         where = "server_fleet.explore()"
-        instance = get_race(race, where=where)
+        repo, mode, hold, prune = request.repo, request.mode, request.hold, request.prune
+        instance = get_race(request.race, where=where)
         if instance.stale:
             raise StartupGuardError(
                 f"{where} explores transient races; {instance.name!r} is a stale lock, in place"
@@ -202,10 +193,10 @@ class Explorer:
                 " group of equivalent points, the default) or False (explore every point)"
             )
         on_access(hold=hold)  # a bad hold: now, before any clone is made
-        wanted = wanted_points(points, self.settings, where)
+        wanted = wanted_points(request.points, self.settings, where)
         if checked_mode == "sequential":  # parallel members race clones: any cache will do
             repo.cache.check_writable(repo, f"explore race {instance.name!r} on")
-        racing = _Racing(instance, filename, revision, hold)
+        racing = _Racing(instance, request.filename, request.revision, hold)
         target = racing.target(repo)  # a file the repo lacks: an error now
         exploration = Exploration(
             instance.name or type(instance).__name__, target.label, checked_mode, self.count

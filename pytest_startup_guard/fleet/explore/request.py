@@ -8,11 +8,13 @@ point. The engine that runs the launches is ``explorer.py``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet.server import Server
+from pytest_startup_guard.races.base import Race
 from pytest_startup_guard.races.exploration import FLEET_MODES, Mode
 
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failure)\b")
@@ -20,12 +22,17 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Failu
 
 @dataclass(frozen=True)
 class ExploreRequest:
-    """What an applied ``startup_races(..., explore=True)`` case explores at its launch."""
+    """What one exploration races, and how (``server_fleet.explore``'s own arguments, or an
+    applied ``startup_races(..., explore=True)`` case's), as given: ``Explorer.run`` checks it."""
 
-    race: str
+    race: str | Race
     repo: CachedRepo
     filename: str
-    mode: Mode
+    mode: str = "parallel"
+    points: Sequence[int] | None = None
+    hold: float = 0.5
+    revision: str | None = None
+    prune: bool = True
 
 
 def check_mode(mode: object, where: str) -> Mode:

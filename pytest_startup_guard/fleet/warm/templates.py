@@ -409,6 +409,21 @@ def warm_choice(
     return default
 
 
+@dataclass(frozen=True)
+class WarmRequest:
+    """A launch's member 0 as a template would fork it."""
+
+    label: str  # the launch's command, for messages
+    command: Sequence[str]  # member 0's, its placeholders filled in
+    program: str  # what runs: the interpreter, or a script one runs
+    env: Mapping[str, str]
+    cwd: str
+    preload: Sequence[str] | None  # None: the modules a probe finds
+    watch: Sequence[str]  # the folders whose first access ends the probe
+    timeout: float
+    native_accesses: bool = False
+
+
 class WarmTemplates:
     """This pytest process's templates, one per key, for the whole session."""
 
@@ -420,19 +435,12 @@ class WarmTemplates:
         self._probes: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._lock = threading.Lock()
 
-    def start(
-        self,
-        command: Sequence[str],
-        program: str,
-        env: Mapping[str, str],
-        cwd: str,
-        preload: Sequence[str] | None,
-        watch: Sequence[str],
-        timeout: float,
-    ) -> WarmStart:
-        """The template member 0's ``command`` forks from (started, or found), or
-        ``NotForkable``. ``preload=None``: the modules a probe finds (``watch``: the folders
-        whose first access ends the probe)."""
+    def start(self, request: WarmRequest) -> WarmStart:
+        """The template member 0's command forks from (started, or found), or ``NotForkable``.
+        ``preload=None``: the modules a probe finds (``watch``: the folders whose first access
+        ends the probe)."""
+        command, program, env, cwd = request.command, request.program, request.env, request.cwd
+        preload, watch, timeout = request.preload, request.watch, request.timeout
         parsed = forkable(command, program, env)
         stable = frozenset((k, v) for k, v in env.items() if not per_test(k))
         with self._lock:
@@ -456,37 +464,24 @@ class WarmTemplates:
                 self._templates[key] = template
         return WarmStart(template, program)
 
-    def for_launch(
-        self,
-        choice: WarmMode,
-        label: str,
-        command: Sequence[str],
-        program: str,
-        env: Mapping[str, str],
-        cwd: str,
-        preload: Sequence[str] | None,
-        *,
-        watch: Sequence[str],
-        timeout: float,
-        native_accesses: bool,
-    ) -> WarmStart | None:
+    def for_launch(self, choice: WarmMode, request: WarmRequest) -> WarmStart | None:
         """How a launch (``choice``: ``warm_choice``) starts its members: None (cold, as
         asked), forked, or cold with the reason (``or_cold``); else a ``StartupGuardError``
         naming why its members cannot be forked."""
         if choice == "off":
             return None
         try:
-            if native_accesses:
+            if request.native_accesses:
                 raise NotForkable(
                     "native_accesses=True needs LD_PRELOAD at the interpreter's start, which a"
                     " fork from a template never has"
                 )
-            start = self.start(command, program, env, cwd, preload, watch, timeout)
+            start = self.start(request)
         except NotForkable as refusal:
             if choice == "or_cold":
-                return WarmStart(None, program, refusal.cause)
+                return WarmStart(None, request.program, refusal.cause)
             raise StartupGuardError(
-                f"server_fleet.launch(warm=True) cannot fork the members of `{label}` from a"
+                f"server_fleet.launch(warm=True) cannot fork the members of `{request.label}` from a"
                 f" warm template: {refusal.cause}. Launch with warm='or_cold' to start them"
                 " cold where forking is unsafe (the fleet summary says why), or without warm="
                 " and preload="
@@ -560,6 +555,7 @@ __all__ = [
     "Program",
     "Template",
     "WarmMode",
+    "WarmRequest",
     "WarmStart",
     "WarmTemplates",
     "forkable",
