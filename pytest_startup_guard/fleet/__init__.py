@@ -10,7 +10,8 @@ that outlives a dying pytest (``reaper``); the layered pytest-timeout marks (``t
 waking the moment a member exits (``exit_wait``) and CPU load beside a test (``load``). Whole
 process trees are ended by ``runtime.process_group``. Two wings: members forked from a warm
 template (``warm/``) and exploring a start-up's access points and the real writer's steps
-(``explore/``). The faults a launch takes are the ``faults`` part's.
+(``explore/``). The faults a launch takes are the ``faults`` part's. The programs it runs as
+processes of their own are files in ``programs/``.
 
 May import: runtime, cache, remote, races, faults.
 """

@@ -14,30 +14,13 @@ import subprocess
 import sys
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from pytest_startup_guard.checks import seconds, whole_number
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
 from pytest_startup_guard.runtime.process_group import end_group
 
-_SPINNER = """
-import os, sys, time
-cpus = [int(cpu) for cpu in sys.argv[3].split(",") if cpu]
-if cpus:
-    os.sched_setaffinity(0, cpus)
-end = time.monotonic() + float(sys.argv[1])
-ballast = bytearray(int(sys.argv[2]))
-touched = 0.0
-x = 0
-while True:
-    for _ in range(20000):
-        x = (x * 31 + 7) % 1000003
-    now = time.monotonic()
-    if now >= end:
-        break
-    if ballast and now - touched >= 1.0:
-        ballast[::4096] = b"\\1" * len(ballast[::4096])
-        touched = now
-"""
+_SPINNER = Path(__file__).parent / "programs" / "spinner.py"  # run by path
 
 
 @contextmanager
@@ -61,7 +44,7 @@ def cpu_load(
         for _ in range(processes):
             spinners.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", _SPINNER, str(limit), str(each), pinned],
+                    [sys.executable, str(_SPINNER), str(limit), str(each), pinned],
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,  # not in the test's process group: ended here only
                     env={k: v for k, v in os.environ.items() if not k.startswith("STARTUP_GUARD_")},

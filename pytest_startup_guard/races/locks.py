@@ -32,13 +32,7 @@ from pytest_startup_guard.races.base import PathRace, PathTarget, Race
 from pytest_startup_guard.runtime.protocol import PLAN_ENV
 
 # A process that takes the soft lock and is killed holding it, as a crashed holder would be.
-_DIE_HOLDING = """
-import os, signal, sys
-from filelock import SoftFileLock
-lock = SoftFileLock(sys.argv[1])  # kept: a collected lock object releases itself
-lock.acquire(timeout=5)
-os.kill(os.getpid(), signal.SIGKILL)
-"""
+_DIE_HOLDING = Path(__file__).parent / "programs" / "die_holding_lock.py"  # run by path
 
 
 class StaleLock(PathRace):
@@ -101,7 +95,7 @@ class StaleSoftLock(StaleLock):
         self._free(target)
         env = {key: value for key, value in os.environ.items() if key != PLAN_ENV}  # not under test
         done = subprocess.run(
-            [sys.executable, "-c", _DIE_HOLDING, str(target.path)],
+            [sys.executable, str(_DIE_HOLDING), str(target.path)],
             env=env,
             capture_output=True,
             text=True,

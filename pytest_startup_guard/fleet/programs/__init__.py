@@ -1,0 +1,1 @@
+"""Programs the fleet part runs as processes of their own, by path (not imported)."""

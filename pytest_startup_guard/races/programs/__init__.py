@@ -1,0 +1,1 @@
+"""Programs the races part runs as processes of their own, by path (not imported)."""
