@@ -28,4 +28,21 @@ CASES: list[Misuse] = [
         "CC='/nowhere/cc'",
         "needs a C compiler",
     ),
+    _fixture(
+        "explore_native_accesses_text",
+        "server_fleet.explore(UP, 'pointer_swap', a_repo(hub_cache), 'config.json',"
+        " ready=ready.log('up'), native_accesses='yes')",
+        FLEET,
+        "native_accesses='yes'",
+        "server_fleet.explore()",
+        "True or False",
+    ),
+    _fixture(
+        "explore_warm_native_accesses",
+        "server_fleet.explore(UP, 'pointer_swap', a_repo(hub_cache), 'config.json',"
+        " ready=ready.log('up'), warm=True, native_accesses=True)",
+        FLEET,
+        "native_accesses=True",
+        "warm='or_cold'",
+    ),
 ]

@@ -65,6 +65,7 @@ class ExploreOptions(FleetOptions, total=False):
 
     warm: Warm
     preload: Sequence[str] | None
+    native_accesses: bool
 
 
 class LaunchOptions(ExploreOptions, total=False):
@@ -74,7 +75,6 @@ class LaunchOptions(ExploreOptions, total=False):
     ports: Sequence[int] | None
     faults: Faults
     workers: int | None
-    native_accesses: bool
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,15 @@ on:
 
 Points with the same key form a group; one point per group is explored and the others are
 covered by it, with the reason. Where a process reported no sites, its accesses are never taken
-for repeats. The model only: ``fleet/explore/explorer.py`` measures, launches and judges.
+for repeats.
+
+A native access (``launch(native_accesses=True)``: a libc call of C, C++ or Rust code,
+``AccessEvent.native``) has no Python call stack, so no site: it is never taken for a repeat of
+another access (each is a key of its own: the points whose windows meet it first are grouped
+with its own point, as for any access, and it is explored). Nor does it say whether an open
+writes: a native open counts as a change of the cache, so no two accesses on either side of it
+are taken for repeats. The model only: ``fleet/explore/explorer.py`` measures, launches and
+judges.
 """
 
 from __future__ import annotations
@@ -40,7 +48,9 @@ _Key = tuple[object, ...]
 
 
 def changes_cache(access: AccessEvent) -> bool:
-    return access.op in CHANGING_OPS or (access.op == "open" and access.writes)
+    """Whether ``access`` may change the cache. A native open (``AccessEvent.native``: the
+    interposer does not say how it opens) counts as one that may write."""
+    return access.op in CHANGING_OPS or (access.op == "open" and (access.writes or access.native))
 
 
 @dataclass(frozen=True)
@@ -94,8 +104,13 @@ class _Process:
         for index in range(len(self.accesses) - 1, -1, -1):
             access = self.accesses[index]
             if touches(access):
-                # Without a site, a repeat cannot be told from other code: unique to itself.
-                site = access.site if access.site is not None else ("index", pid, index)
+                # Without a site (a native access has none), a repeat cannot be told from
+                # other code: unique to itself.
+                site = (
+                    access.site
+                    if access.site is not None and not access.native
+                    else ("index", pid, index)
+                )
                 key: _Key = (
                     access.op,
                     _relative(access.path, root),

@@ -439,6 +439,7 @@ class RuntimeController:
             again=bool(message.get("again")),
             site=None if message.get("site") is None else str(message["site"]),
             writes=bool(message.get("writes")),
+            native=bool(message.get("native")),
         )
         answer = self._dispatch(event)
         self._native_doubles.answered(message, failed=bool(answer and answer.errno))

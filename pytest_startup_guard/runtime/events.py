@@ -115,6 +115,9 @@ class AccessEvent:
     # open whether it may write.
     site: str | None = None
     writes: bool = False
+    # Reported by the native interposer (``launch(native_accesses=True)``): a libc call made by
+    # native code. It names no site and does not say whether an open writes.
+    native: bool = False
 
     @property
     def port(self) -> int | None:

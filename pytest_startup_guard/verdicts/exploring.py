@@ -25,11 +25,6 @@ class CaseExploration:
 
     def launch(self, spec: LaunchSpec) -> Fleet:
         __tracebackhide__ = True
-        if spec.native_accesses:
-            raise StartupGuardError(
-                "native_accesses=True is not supported in an explore=True case yet: launch"
-                " without explore to race native accesses"
-            )
         if self.found is not None:
             raise StartupGuardError(
                 "an explore=True case explores at its first server_fleet.launch(); launch"
