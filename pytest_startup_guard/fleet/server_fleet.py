@@ -154,8 +154,9 @@ class ServerFleet:
         whole fleet on the one cache once per point. ``points=[...]`` (or
         ``--startup-guard-explore-point=N``) explores only those; ``prune=True`` (the default)
         runs one point of each group that can only end the same way
-        (``races/point_groups.py``) and reports the others as covered by it. ``warm=`` and
-        ``preload=``: as ``launch`` takes them. docs/fleet.md says the rest."""
+        (``races/point_groups.py``) and reports the others as covered by it. ``warm=``,
+        ``preload=`` and ``native_accesses=`` (file calls of native code are access points
+        too): as ``launch`` takes them. docs/fleet.md says the rest."""
         __tracebackhide__ = True
         spec = LaunchSpec.checked(
             "server_fleet.explore()",

@@ -409,8 +409,10 @@ class Explorer:
     def _launch(
         self, cache: FakeHubCache | None, slots: list[_Slot] | None = None, sites: bool = False
     ) -> Fleet:
-        """Launch the fleet; with ``sites``, the clean processes (member 0 in parallel mode)
-        report which code made each access (``point_groups``)."""
+        """Launch the fleet (the spec's own variant: its ``native_accesses``, ``warm`` and the
+        rest carried to every launch); with ``sites``, the clean processes (member 0 in
+        parallel mode) report which code made each access (``point_groups``: a native access
+        names none)."""
         env = dict(self.spec.env or {})
         member_env = [dict(slot.cache.env) for slot in slots] if slots else []
         if sites and member_env:
