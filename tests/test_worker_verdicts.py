@@ -134,6 +134,42 @@ def test_a_failure_a_check_reported_is_no_second_teardown_error(
     assert "no check of the test saw it" not in result.stdout.str()
 
 
+SUPERVISED_CORRUPT = """
+from common import *
+
+@pytest.mark.startup_races(corrupt=["not_json"])
+def test_supervised(startup_case, hub_cache, server_fleet):
+    repo = hub_cache.add_model("acme/tiny", {{"config.json": {{"model_type": "gpt2"}}}})
+    startup_case.apply(repo, "config.json")
+    startup_case.check(launch(server_fleet, {mode!r}))
+"""
+
+
+def test_a_supervisor_that_exits_0_after_its_workers_failed_closed_passes(
+    guard_pytester: pytest.Pytester,
+) -> None:
+    """``gives_up``: worker 1 fails on the file, the supervisor exits 0 and its daemonic
+    worker 0 is ended with it: every reader failed closed."""
+    guard_pytester.makepyfile(common=WORKER_SERVER)
+    guard_pytester.syspathinsert()
+    guard_pytester.makepyfile(SUPERVISED_CORRUPT.format(mode="gives_up"))
+    result = guard_pytester.runpytest_subprocess("-p", "startup_guard")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_worker_that_exits_0_on_the_corrupt_file_fails_even_if_its_supervisor_exits_1(
+    guard_pytester: pytest.Pytester,
+) -> None:
+    guard_pytester.makepyfile(common=WORKER_SERVER)
+    guard_pytester.syspathinsert()
+    guard_pytester.makepyfile(SUPERVISED_CORRUPT.format(mode="exits_zero"))
+    result = guard_pytester.runpytest_subprocess("-p", "startup_guard")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*worker pid * of server 0 exited with code 0 on a corrupt config.json*"]
+    )
+
+
 # A server without workers that reads its weights, and exits 0 on a broken file.
 WEIGHTS_SERVER = """
 import glob, os, sys
