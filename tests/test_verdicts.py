@@ -194,7 +194,7 @@ def test_every_verdict_with_its_message(verdict_pytester: pytest.Pytester) -> No
         "server 0 came up on the wrong config (a fallback?): GET / answered 200 but expect() rejected",
         "the race never hit server 0: this case proves nothing for it",
         "server 0 came up on a corrupt config.json (empty): it hid the corruption",
-        "server 0 hung: still running on a corrupt config (ready.http(*) not ready after 3 s*); hanging is failing",
+        "server 0 hung: still running on a corrupt config.json (ready.http(*) not ready after 3 s*); hanging is failing",
         "server 1 failed, but its output names neither 'config.json' nor 'acme/tiny'",
         "startup_case corrupt-empty on config.json of acme/tiny@main: the start-up was expected to have failed closed, but:",
         "startup_case transient-pointer_swap on config.json of acme/tiny@main: the start-up was expected to have survived, but:",

@@ -1,6 +1,6 @@
 """An ASGI app that loads its model's config in its lifespan start-up, for ``uvicorn --workers``.
 
-    REPO_ID=acme/tiny [RETRY=1] uvicorn asgi_app:app --app-dir examples/servers \\
+    REPO_ID=acme/tiny [RETRY=1] [SWALLOW=1] uvicorn asgi_app:app --app-dir examples/servers \\
         --host 127.0.0.1 --port 8000 --workers 4
 
 ``uvicorn --workers 4`` binds the socket in a supervisor and spawns four workers that share it;
@@ -39,8 +39,12 @@ CONFIG: dict[str, Any] = {}
 
 
 def config_of_this_worker() -> dict[str, Any]:
-    """The config of ``$REPO_ID``, retried when ``RETRY=1``."""
-    return load_config(os.environ["REPO_ID"], retry=os.environ.get("RETRY") == "1")
+    """The config of ``$REPO_ID``, retried when ``RETRY=1``, a failure hidden when ``SWALLOW=1``."""
+    return load_config(
+        os.environ["REPO_ID"],
+        retry=os.environ.get("RETRY") == "1",
+        swallow=os.environ.get("SWALLOW") == "1",
+    )
 
 
 async def lifespan(receive: Receive, send: Send) -> None:

@@ -1,6 +1,6 @@
 """A vLLM-style launcher: one listening socket, N API-server processes that share it.
 
-    python launcher_server.py --port 8000 --repo acme/tiny --api-server-count 4 [--retry]
+    python launcher_server.py --port 8000 --repo acme/tiny --api-server-count 4 [--retry] [--swallow]
 
 ``vllm serve --api-server-count N`` does not start one server: a launcher binds the listening
 socket once, then starts N API-server processes with multiprocessing's *spawn* start method,
@@ -18,7 +18,8 @@ library and ``transformers``:
   and its pid, as JSON) on the shared socket;
 - without ``--retry`` a failed load ends the API server with its exception (exit code 1, the
   traceback on stderr); with ``--retry`` the load is tried 3 times, 0.1 s then 0.2 s apart,
-  and the last failure ends it the same way;
+  and the last failure ends it the same way; with ``--swallow`` a failed load is printed and
+  a default config served instead (the bug that hides a corrupt config);
 - the launcher supervises, as vLLM's ``wait_for_completion_or_failure`` does: when an API
   server dies it logs which one and how it ended, ends the others and exits 1; on SIGTERM or
   SIGINT it ends its API servers and exits 0.
@@ -90,13 +91,13 @@ def serve_on(sock: socket.socket, body: dict[str, Any]) -> None:
     server.serve_forever()
 
 
-def api_server(index: int, sock: socket.socket, repo: str, retry: bool) -> None:
+def api_server(index: int, sock: socket.socket, repo: str, retry: bool, swallow: bool) -> None:
     """One API server (a spawn child): load the config, then serve on the launcher's socket.
 
     A failed load is not caught: the exception ends this process (multiprocessing prints the
     traceback and the exit code is 1), and the launcher sees it die."""
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # the launcher stops it
-    config = load_config(repo, retry)
+    config = load_config(repo, retry, swallow)
     print(
         f"API server {index} (pid {os.getpid()}) serving {config.get('model_type')} "
         f"on http://127.0.0.1:{sock.getsockname()[1]}",
@@ -145,6 +146,9 @@ def main() -> int:
     parser.add_argument("--api-server-count", type=int, default=1)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--retry", action="store_true", help="retry a failed config load")
+    parser.add_argument(
+        "--swallow", action="store_true", help="serve a default config when the load fails"
+    )
     args = parser.parse_args()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -158,7 +162,7 @@ def main() -> int:
             process = context.Process(
                 target=api_server,
                 name=f"ApiServer_{index}",
-                args=(index, sock, args.repo, args.retry),
+                args=(index, sock, args.repo, args.retry, args.swallow),
             )
             process.start()
             processes.append(process)

@@ -31,12 +31,25 @@ def with_retry(func: Callable[[], T], what: str, delays: tuple[float, ...] = RET
     return func()
 
 
-def load_config(repo: str, retry: bool) -> dict[str, Any]:
-    """The model's config, read as vLLM reads it: ``AutoConfig.from_pretrained``, offline."""
+# What a worker that swallows a failed load serves instead (it hides a corrupt config).
+FALLBACK: dict[str, Any] = {"model_type": "fallback"}
+
+
+def load_config(repo: str, retry: bool, swallow: bool = False) -> dict[str, Any]:
+    """The model's config, read as vLLM reads it: ``AutoConfig.from_pretrained``, offline.
+
+    ``swallow``: a failed load is printed and ``FALLBACK`` served instead (the bug that hides a
+    corrupt config: the worker comes up anyway)."""
     from transformers import AutoConfig
 
     def read() -> dict[str, Any]:
         config: dict[str, Any] = AutoConfig.from_pretrained(repo).to_dict()
         return config
 
-    return with_retry(read, f"loading the config of {repo}") if retry else read()
+    try:
+        return with_retry(read, f"loading the config of {repo}") if retry else read()
+    except Exception as error:
+        if not swallow:
+            raise
+        print(f"loading the config of {repo} failed ({type(error).__name__}): using a default")
+        return dict(FALLBACK)

@@ -1,6 +1,6 @@
 """A WSGI app that loads its model's config when it is imported, for ``gunicorn -w``.
 
-    REPO_ID=acme/tiny [RETRY=1] gunicorn -w 4 -k sync --chdir examples/servers \\
+    REPO_ID=acme/tiny [RETRY=1] [SWALLOW=1] gunicorn -w 4 -k sync --chdir examples/servers \\
         -b 127.0.0.1:8000 wsgi_app:app
 
 ``gunicorn -w 4`` (without ``--preload``) binds the socket in its arbiter and forks four
@@ -30,8 +30,12 @@ if TYPE_CHECKING:
 
 
 def config_of_this_worker() -> dict[str, Any]:
-    """The config of ``$REPO_ID``, retried when ``RETRY=1``."""
-    return load_config(os.environ["REPO_ID"], retry=os.environ.get("RETRY") == "1")
+    """The config of ``$REPO_ID``, retried when ``RETRY=1``, a failure hidden when ``SWALLOW=1``."""
+    return load_config(
+        os.environ["REPO_ID"],
+        retry=os.environ.get("RETRY") == "1",
+        swallow=os.environ.get("SWALLOW") == "1",
+    )
 
 
 CONFIG = config_of_this_worker()  # at import: in each worker, since the app is not preloaded

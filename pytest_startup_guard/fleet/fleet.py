@@ -43,6 +43,7 @@ from pytest_startup_guard.races.armed import Hit
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.runtime.barrier import BarrierGroup
 from pytest_startup_guard.runtime.controller import RuntimeController
+from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
 from pytest_startup_guard.runtime.process_group import (
     ByPid,
     Child,
@@ -62,6 +63,10 @@ from pytest_startup_guard.runtime.run_marker import new_tree
 CATCH_UP_SECONDS = 2.0
 # At teardown, how long workers still starting up get to end or go quiet before the stop.
 TEARDOWN_SETTLE_SECONDS = 2.0
+# When a check finds a dead worker under a member still running, how long (the member's own
+# time) its supervisor gets to react (end its other workers, exit), so that the report shows the
+# member's own last line. A supervisor that outlives its dead workers costs a check this long.
+SUPERVISOR_REACTS_SECONDS = 3.0
 
 
 @dataclass
@@ -105,6 +110,9 @@ class Fleet:
         self._worker_accesses = WorkerAccesses()
         self._quiet = QuietWatch()
         self.reported: set[str] = set()  # worker problems a check or assertion already raised
+        # Members a check or assertion failed for a dead worker: what follows from that failure
+        # (its supervisor exiting) is not reported a second time at teardown.
+        self.reported_members: set[int] = set()
         self.start_lines: list[str] = []  # how its members started (forked warm, or cold: why)
         # In every member's environment, so in all they start: stop ends what carries it.
         self.marker = new_tree(reaper)
@@ -207,24 +215,62 @@ class Fleet:
         ]
 
     def worker_problems_by_server(self) -> dict[int, list[str]]:
-        """``worker_problems`` by member index (members with none left out)."""
+        """``worker_problems`` by member index (members with none left out). A member with a
+        dead worker that is still running first gets its supervisor's time to react
+        (``let_supervisors_react``). What it returns counts as reported, and so do the members
+        it names."""
         self.follow_up()
+        if self.let_supervisors_react():
+            self.follow_up(0.0)  # a member that exited since: its exit is recorded
         problems = {server.index: server.worker_problems() for server in self.servers}
-        for lines in problems.values():
+        for index, lines in problems.items():
             self.reported.update(lines)
+            if lines:
+                self.reported_members.add(index)
         return {index: lines for index, lines in problems.items() if lines}
+
+    def let_supervisors_react(self, within: float = SUPERVISOR_REACTS_SECONDS) -> bool:
+        """Wait until each ready member with a dead worker has exited, or has had ``within``
+        seconds of its own time since (at most ``MAX_STRETCH`` times that in wall time): a
+        supervisor ends its other workers and exits after a worker died, and a check that
+        reports the death should show that too. Whether any member was waited for."""
+        if self.stopped:
+            return False
+        reacting = [
+            running
+            for running in self._running
+            if running.server.ready
+            and running.process.poll() is None
+            and running.server.failed_workers()
+        ]
+        if not reacting:
+            return False
+        start = time.monotonic()
+        clocks = [OwnClock(running.process.pid, start) for running in reacting]
+        while time.monotonic() - start < within * MAX_STRETCH:
+            waiting = [
+                clock
+                for running, clock in zip(reacting, clocks, strict=True)
+                if running.process.poll() is None
+            ]
+            if not waiting or all(clock.own() >= within for clock in waiting):
+                break
+            time.sleep(0.02)
+        return True
 
     def unreported_problems(self, within: float = TEARDOWN_SETTLE_SECONDS) -> list[str]:
         """At teardown, before the stop: what failed in a member that was ready and that no
         check or assertion reported (a worker that died after readiness, while the test went
-        on). Members that never were ready are their test's to judge."""
+        on). Members that never were ready are their test's to judge, and so is what follows
+        from a failure a check already reported in a member (its supervisor's exit after its
+        workers died)."""
         if self.stopped:
             return []
         self.follow_up(within)
         return [
             problem
             for server in self.servers
-            if server.ready
+            if server.ready and server.index not in self.reported_members
             for problem in server.worker_problems()
             if problem not in self.reported
         ]

@@ -421,7 +421,8 @@ class StartupCase:
             problems = rebuild_problems(self.entry, fleet, controller, workers, expect, whole)
         else:
             assert self.repo is not None and self.filename is not None
-            problems = corrupt_problems(fleet, self.repo, self.filename, self.name)
+            changed = [c.path for c in self.repo.cache.corruptions if c.filename == self.filename]
+            problems = corrupt_problems(fleet, self.repo, self.filename, self.name, changed)
         verdict = WORDS[self.kind].done
         undecided = all_undecided(problems)
         self.judgement = Judgement(not problems, "", undecided)

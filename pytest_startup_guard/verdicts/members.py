@@ -7,6 +7,7 @@ rejects the member instead of breaking the check.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from pytest_startup_guard.fleet.fleet import Fleet
@@ -31,6 +32,20 @@ def undecided(server: Server) -> Problem:
     return Problem.undecided(f"server {server.index}: {server.reason}")
 
 
+def supervisor_gave_up(server: Server) -> bool:
+    """A member that exited 0 before it was ready after workers of it failed: a supervisor
+    that gave up (uvicorn's exits 0), so its start-up failed, whatever its own exit code."""
+    return server.state == "exited" and server.returncode == 0 and bool(server.failed_workers())
+
+
+def resolved_path(path: str) -> str:
+    """``path`` with every symlink on the way resolved but the last part (a hub pointer stays
+    the pointer, not its blob), as the child runtime's reported paths are compared."""
+    given = os.path.abspath(path.rstrip(os.sep) or os.sep)
+    head, last = os.path.split(given)
+    return os.path.join(os.path.realpath(head), last) if last else given
+
+
 def accepts(expect: Callable[[Server], object], server: Server) -> bool:
     try:
         return bool(expect(server))
@@ -38,4 +53,11 @@ def accepts(expect: Callable[[Server], object], server: Server) -> bool:
         return False
 
 
-__all__ = ["accepts", "exited_late", "late_exit", "undecided"]
+__all__ = [
+    "accepts",
+    "exited_late",
+    "late_exit",
+    "resolved_path",
+    "supervisor_gave_up",
+    "undecided",
+]

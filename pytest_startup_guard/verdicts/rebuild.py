@@ -38,6 +38,8 @@ from pytest_startup_guard.verdicts.members import (
     accepts,
     exited_late,
     late_exit,
+    resolved_path,
+    supervisor_gave_up,
     undecided,
 )
 
@@ -128,7 +130,8 @@ def _member_problems(
         return [f"server {index} did not start up on {what}: {server.status()}; {MUST}"]
     if exited_late(server, fleet):
         return [late_exit(server, fleet)]
-    if server.returncode != 0 and server.output_mentions(entry.path.name):
+    failed = server.returncode != 0 or supervisor_gave_up(server)
+    if failed and server.output_mentions(entry.path.name):
         return [
             f"server {index} failed closed on {what}: {server.status()}; naming the file is"
             f" right for a source such as a model's config, wrong for a cache: {MUST}"
@@ -188,18 +191,11 @@ def _readers(entry: CorruptEntry, fleet: Fleet, controller: RuntimeController) -
         if access.member == TEST_PROCESS or access.pid == os.getpid():
             continue
         if access.path not in real:
-            real[access.path] = _resolved(access.path)
+            real[access.path] = resolved_path(access.path)
         seen = real[access.path]
         if seen == path or (seen == folder and access.op in LISTINGS):
             pids.add(access.pid)
     return {server.index for server in fleet.servers if fleet.members_pids(server) & pids}
-
-
-def _resolved(path: str) -> str:
-    """``path`` with every symlink on the way resolved but the last part, as the entry's is."""
-    given = os.path.abspath(path.rstrip(os.sep) or os.sep)
-    head, last = os.path.split(given)
-    return os.path.join(os.path.realpath(head), last) if last else given
 
 
 __all__ = ["MUST", "CorruptEntry", "corrupt_entry", "rebuild_problems"]
