@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
-from run_demo import CASE_ID, ZOO_CASES, run_pytest, zoo_cases  # noqa: E402 - the demo's cases, as it runs them
+from run_demo import CASE_ID, ZOO_CASES, Row, run_pytest, zoo_cases  # noqa: E402 - the demo's cases, as it runs them
 from zoo import expected  # noqa: E402
 
 LOG_ENV = "BENCH_LOAD_LOG"  # where the plugin half writes its notes (JSON lines)
@@ -97,7 +97,7 @@ class Level:
 
 
 def judge(
-    rows: list[tuple[str, str, str, str]], notes: dict[str, dict[str, str]], rounds: int
+    rows: list[Row], notes: dict[str, dict[str, str]], rounds: int
 ) -> list[tuple[str, int, int, int]]:
     """Per case of one pytest run: (case, case-runs, wrong verdicts, undecided runs)."""
     judged = []

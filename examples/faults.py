@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 SERVERS = Path(__file__).resolve().parent / "servers"
 
@@ -68,28 +69,119 @@ EXPECTED: dict[str, dict[str, str]] = {
     "native_folder_move": {"naive": "fail", "retry": "pass"},
 }
 
-# Why a server that fails its case does, by policy; a (row, policy) key says it for one row.
-WHY: dict[str | tuple[str, str], str] = {
-    "naive": "dies on the race",
-    "wait": "waits forever on the stale lock",
-    "die": "dies on the busy port",
-    # ports a server picks itself (reasons below this line)
-    # file-system errors (reasons below this line)
-    ("fs_error_rename", "naive"): "dies of the stale handle on its rename",
-    ("fs_error_flock", "naive"): "dies where flock is not implemented",
-    ("network_fs", "naive"): "dies of the stale handle after the other member's move",
-    ("interleave", "naive"): "both append: a duplicate definition",
-    ("listen_late", "naive"): "joins the head once, before it listens",
-    ("native_folder_move", "naive"): "the native build opens its log once",
-    ("lock_held_for_good", "wait"): "waits forever on a lock nobody releases",
-    ("lock_not_exclusive", "naive"): "writes where another holder writes",
-    # locks anywhere (reasons below this line)
-    "timeout": "gives up on a lock its holder releases a moment later",
-    # caches that must rebuild (reasons below this line)
-    "crash": "dies loading the corrupt cache entry",
-    "refuse": "fails closed on a cache entry it could rebuild",
-    "ignore": "comes up but leaves the corrupt entry for the next start",
+# The reason each row's verdict must show, as ``run_demo.py`` observes it (its ``observed``: the
+# servers that did not start up, with their state, exit code, hits, reason and exception; the
+# races and what they hit; the faults met): every regular expression of the row must match.
+# Keyed by (row, policy), else by row, else by policy; a row that passes must show its fault met.
+_RACED = (r"hit [1-9]\d*x on kernels/matmul\.json",)
+_UP = (r"^2 of 2 up",)
+_DIED = r"server \d exited with code 1\b"
+_DIED_ON_RACE = (_DIED + r".*, [1-9]\d* hits?\b", *_RACED)
+_BUSY = r": OSError: \[Errno 98\] Address already in use"
+_STALE = r": OSError: \[Errno 116\] Stale file handle"
+REASON: dict[str | tuple[str, str], tuple[str, ...]] = {
+    ("file_replace", "naive"): (*_DIED_ON_RACE, r": FileNotFoundError: .*kernels/matmul\.json"),
+    ("folder_move", "naive"): (*_DIED_ON_RACE, r": FileNotFoundError: .*kernels/matmul\.json"),
+    ("file_rewrite", "naive"): (*_DIED_ON_RACE, r": JSONDecodeError: "),
+    ("partial_write", "naive"): (*_DIED_ON_RACE, r": JSONDecodeError: "),
+    "file_replace": (*_UP, *_RACED, r"2 absorbed it"),
+    "file_rewrite": (*_UP, *_RACED, r"2 absorbed it"),
+    "partial_write": (*_UP, *_RACED, r"2 absorbed it"),
+    "folder_move": (*_UP, *_RACED, r"2 absorbed it"),
+    ("stale_lock", "wait"): (
+        r"server \d hung, [1-9]\d* hits",
+        r"hung on the stale lock \S*build/lock",
+    ),
+    ("stale_lock", "fail"): (r"^0 of 2 up", _DIED, r"stale_lock hit [1-9]\d*x on build/lock"),
+    ("stale_lock", "break"): (*_UP, r"stale_lock hit [1-9]\d*x on build/lock", r"2 absorbed it"),
+    "stale_soft_lock": (*_UP, r"hit [1-9]\d*x on build/lock", r"2 absorbed it"),
+    ("port_taken", "die"): (
+        _DIED + _BUSY,
+        r"port \d+ was taken by the port_taken fault on member 1",
+    ),
+    ("same_port", "die"): (_DIED + _BUSY, r"member 1 was told the same port \d+ as member 0"),
+    ("port_stolen", "die"): (_DIED + _BUSY, r"which member 1 picked itself, was taken"),
+    ("port_stolen_native", "die"): (
+        _DIED + _BUSY + r" \(native bind",
+        r"which member 1 picked itself, was taken",
+    ),
+    ("port_stolen_scan", "die"): (
+        _DIED + _BUSY,
+        r"member 1 picked port \d+, which member 0 had picked too",
+    ),
+    "port_taken": (*_UP, r"port_taken met"),
+    "same_port": (*_UP, r"same_port met"),
+    "port_stolen": (*_UP, r"port_stolen met"),
+    "port_stolen_native": (*_UP, r"port_stolen met"),
+    "port_stolen_scan": (*_UP, r"port_stolen met"),
+    ("fs_error_rename", "naive"): (_DIED + _STALE, r"its rename \S*kernels/matmul\.json"),
+    ("fs_error_flock", "naive"): (
+        _DIED + r": OSError: \[Errno 38\]",
+        r"its flock \S*kernels\.lock",
+    ),
+    ("network_fs", "naive"): (_DIED + _STALE, r"its open of \S*kernels/matmul\.json"),
+    "fs_error_rename": (*_UP, r"fs_error met"),
+    "fs_error_flock": (*_UP, r"fs_error met"),
+    "network_fs": (*_UP, r"network_fs met"),
+    ("interleave", "naive"): (
+        _DIED + r": it ran interleaved with another member by interleave\('\S*generated\.h",
+    ),
+    "interleave": (*_UP, r"interleave met.*interleave met"),
+    ("listen_late", "naive"): (
+        _DIED + r": it tried to connect to member 0's port \d+ .*before that member listened",
+    ),
+    "listen_late": (r"^3 of 3 up", r"listen_late met"),
+    ("lock_not_exclusive", "naive"): (
+        _DIED + r": lock_not_exclusive: it held the lock \S*download\.lock",
+    ),
+    "lock_not_exclusive": (*_UP, r"lock_not_exclusive met"),
+    ("lock_held", "timeout"): (
+        _DIED + r", [1-9]\d* hits",
+        r"lock_held hit [1-9]\d*x on download\.lock",
+    ),
+    "lock_held": (*_UP, r"lock_held hit [1-9]\d*x on download\.lock", r"2 absorbed it"),
+    ("lock_held_for_good", "wait"): (
+        r"server \d hung, [1-9]\d* hits",
+        r"hung on the held lock \S*download\.lock",
+    ),
+    "lock_held_for_good": (
+        r"^0 of 2 up",
+        _DIED + r", [1-9]\d* hits",
+        r"lock_held_for_good hit [1-9]\d*x on download\.lock",
+    ),
+    "crash": (
+        _DIED + r": (JSONDecodeError|UnicodeDecodeError): ",
+        r"crashed on the corrupt cache entry \S*matmul\.artifact",
+    ),
+    "refuse": (_DIED, r"failed closed on the corrupt cache entry \S*matmul\.artifact"),
+    "ignore": (*_UP, r"every member became ready, but the corrupt cache entry \S*matmul\.artifact"),
+    "rebuild": (*_UP, r"expected to rebuild: held"),
+    ("native_folder_move", "naive"): (
+        _DIED + r", 1 of 1 workers failed with code \d+, [1-9]\d* hits?",
+        r": ninja: error: opening build log: No such file or directory",
+        r"folder_move hit [1-9]\d*x on build/\.ninja_log",
+    ),
+    "native_folder_move": (
+        *_UP,
+        r"folder_move hit [1-9]\d*x on build/\.ninja_log",
+        r"2 absorbed it",
+    ),
 }
+
+
+def reason(row: str, policy: str) -> tuple[str, ...]:
+    """The regular expressions a row's observed reason must match (see ``REASON``)."""
+    return REASON.get((row, policy)) or REASON.get(row) or REASON[policy]
+
+
+def faults_met(fleet: Any) -> str:
+    """Which of a fleet's faults were met, for a test's ``caught`` property: the JSON report
+    names its port faults, and this names the others (``fs_error met (2 effects)``)."""
+    return "; ".join(
+        f"{fault.describe().split('(')[0]} {'met' if fault.met else 'never met'}"
+        f" ({len(fault.effects)} effects)"
+        for fault in fleet.faults
+    )
 
 
 def kernel_server(cache: Path, policy: str) -> list[str]:

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 import pytest
-from faults import KERNEL, shared_fs_server
+from faults import KERNEL, faults_met, shared_fs_server
 
 from pytest_startup_guard import ServerFleet, fs_error, network_fs, ready
 
@@ -36,7 +36,11 @@ CASES = [
     ("fault", "policy"), CASES, ids=[f"fs-{fault}-{policy}" for fault, policy in CASES]
 )
 def test_shared_cache_on_a_network_file_system(
-    shared_dir: Path, server_fleet: ServerFleet, fault: str, policy: str
+    shared_dir: Path,
+    server_fleet: ServerFleet,
+    fault: str,
+    policy: str,
+    record_property: pytest.RecordProperty,
 ) -> None:
     rotate_by = None
     if fault == "fs_error_rename":
@@ -54,4 +58,5 @@ def test_shared_cache_on_a_network_file_system(
         timeout=TIMEOUT,
         faults=faults,
     )
+    record_property("caught", faults_met(fleet))  # for make demo: each fault met
     fleet.assert_all_ready()

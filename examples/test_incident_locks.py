@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 
 import pytest
-from faults import locked_writer_server
+from faults import faults_met, locked_writer_server
 
 from pytest_startup_guard import ServerFleet, StartupCase, lock_not_exclusive, ready
 
@@ -37,7 +37,7 @@ LOCK_TIMEOUT = float(os.environ.get("FAULTS_LOCK_TIMEOUT", "4"))
     ids=["lock-lock_not_exclusive-naive", "lock-lock_not_exclusive-safe"],
 )
 def test_a_lock_that_does_not_exclude(
-    shared_dir: Path, server_fleet: ServerFleet, policy: str
+    shared_dir: Path, server_fleet: ServerFleet, policy: str, record_property: pytest.RecordProperty
 ) -> None:
     fleet = server_fleet.launch(
         locked_writer_server(shared_dir, policy),
@@ -46,6 +46,7 @@ def test_a_lock_that_does_not_exclude(
         timeout=TIMEOUT,
         faults=[lock_not_exclusive(shared_dir / "download.lock")],
     )
+    record_property("caught", faults_met(fleet))  # for make demo: the fault met
     for server in fleet.servers:  # the failure line names the fault that let both in
         assert server.ready, f"server {server.index} did not come up: {server.reason}"
 

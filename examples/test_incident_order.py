@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 import pytest
-from faults import cluster_server, codegen_server
+from faults import cluster_server, codegen_server, faults_met
 
 from pytest_startup_guard import ServerFleet, interleave, listen_late, ready
 
@@ -27,7 +27,9 @@ TIMEOUT = float(os.environ.get("ZOO_TIMEOUT", "8"))
 @pytest.mark.parametrize(
     "policy", ["naive", "atomic"], ids=["order-interleave-naive", "order-interleave-atomic"]
 )
-def test_two_generators(shared_dir: Path, server_fleet: ServerFleet, policy: str) -> None:
+def test_two_generators(
+    shared_dir: Path, server_fleet: ServerFleet, policy: str, record_property: pytest.RecordProperty
+) -> None:
     header = shared_dir / "generated.h"
     faults = [
         interleave(header, first=(1, 1), then=(0, 2)),  # member 1 reads before member 0 writes
@@ -40,13 +42,16 @@ def test_two_generators(shared_dir: Path, server_fleet: ServerFleet, policy: str
         timeout=TIMEOUT,
         faults=faults,
     )
+    record_property("caught", faults_met(fleet))  # for make demo: each fault met
     fleet.assert_all_ready()
 
 
 @pytest.mark.parametrize(
     "policy", ["naive", "wait"], ids=["order-listen_late-naive", "order-listen_late-wait"]
 )
-def test_workers_join_a_head(server_fleet: ServerFleet, policy: str) -> None:
+def test_workers_join_a_head(
+    server_fleet: ServerFleet, policy: str, record_property: pytest.RecordProperty
+) -> None:
     fleet = server_fleet.launch(
         cluster_server(policy),
         count=3,
@@ -54,4 +59,5 @@ def test_workers_join_a_head(server_fleet: ServerFleet, policy: str) -> None:
         timeout=TIMEOUT,
         faults=[listen_late(member=0)],
     )
+    record_property("caught", faults_met(fleet))
     fleet.assert_all_ready()
