@@ -14,9 +14,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_startup_guard.races.base import Race, Target
+from pytest_startup_guard.races.base import Race, RaceTarget, Target
 from pytest_startup_guard.races.triggers import (
     After,
     Chaos,
@@ -26,6 +27,7 @@ from pytest_startup_guard.races.triggers import (
     default_hold,
 )
 from pytest_startup_guard.runtime.events import (
+    LOOK_OPS,
     AccessEvent,
 )
 from pytest_startup_guard.runtime.observation import unobserved
@@ -56,7 +58,8 @@ class Refresher(Protocol):
 
 @dataclass(frozen=True)
 class Hit:
-    """An access of the code under test while a window was open."""
+    """An access of the code under test that met the change: of what the race changes
+    (``Race.raced_files``), while a window was open."""
 
     pid: int
     member: str | None
@@ -122,10 +125,14 @@ class ArmedRace:
     # Seconds a pid was held at its accesses until the controller answered
     # (``RuntimeController.blocked_seconds``): not the process's own time.
     blocked_of: Callable[[int], float] = field(default=lambda pid: 0.0, repr=False)
+    # What a race of a user's own that declares nothing changes, measured when it was armed
+    # (``hubrace._measured_change``); None: the race's ``raced_files`` and ``is_hit`` say.
+    measured: tuple[Path, ...] | None = None
     _holders: dict[int, _Holder] = field(default_factory=dict)  # pid (0: a timer) -> holder
     _watched: tuple[str, ...] = ()
     _cache_root: str = ""
     _raced: tuple[str, ...] = ()  # the raced files' paths, as given and with folders resolved
+    _changed: frozenset[str] | None = None  # the same, for meets_change
     _clock_start: float | None = None  # after(): counts from here
 
     def __post_init__(self) -> None:
@@ -150,17 +157,62 @@ class ArmedRace:
     def hit_pids(self) -> set[int]:
         return {hit.pid for hit in self.hits}
 
+    def changed_files(self) -> tuple[Path, ...]:
+        """What the race changes: measured where it was (a race of a user's own), else its
+        ``raced_files``."""
+        if self.measured is not None:
+            return self.measured
+        return self.race.raced_files(self.target)
+
+    def meets_change(self, path: str) -> bool:
+        """Whether an access of ``path`` meets what the race changes: its ``is_hit`` where the
+        race says, else an access of one of ``changed_files`` (as given, or through a folder
+        that is a symlink: those forms are found once, unobserved)."""
+        if self.measured is None and type(self.race).is_hit is not Race.is_hit:
+            return self.race.is_hit(self.target, path)
+        if self._changed is None:
+            with unobserved():  # realpath looks at the cache: the plugin's own look, no access
+                self._changed = frozenset(
+                    form
+                    for changed in self.changed_files()
+                    for form in (
+                        str(changed),
+                        os.path.join(os.path.realpath(changed.parent), changed.name),
+                    )
+                )
+        return os.path.abspath(path) in self._changed
+
     def reads_raced_file(self, path: str) -> bool:
         """Whether an access of ``path`` reads the raced file (``Race.raced_files``: a hub
         file's pointer or blob, a path race's path or anything under it)."""
         if not self._raced:
-            for raced in self.race.raced_files(self.target):
-                for form in {str(raced), os.path.join(os.path.realpath(raced.parent), raced.name)}:
-                    self._raced += (form.rstrip(os.sep),)
+            with unobserved():  # realpath looks at the cache: the plugin's own look
+                for raced in self.changed_files():
+                    for form in {
+                        str(raced),
+                        os.path.join(os.path.realpath(raced.parent), raced.name),
+                    }:
+                        self._raced += (form.rstrip(os.sep),)
         absolute = os.path.abspath(path)
         return any(
             absolute == raced or absolute.startswith(raced + os.sep) for raced in self._raced
         )
+
+    def changed_label(self) -> str:
+        """What the race changes, for a message: a hub file by its name (``config.json``, its
+        blob), the ref by its path in the repo (``refs/main``), a path as given."""
+        target = self.target
+        names = []
+        for raced in self.changed_files():
+            if isinstance(target, RaceTarget) and raced == target.pointer:
+                names.append(target.filename)
+            elif isinstance(target, RaceTarget) and raced == target.blob:
+                names.append(f"the blob of {target.filename}")
+            elif raced.is_relative_to(target.folder):
+                names.append(str(raced.relative_to(target.folder)))
+            else:
+                names.append(str(raced))
+        return " and ".join(names) if names else "what it changes"
 
     def hit_members(self) -> set[str]:
         return {hit.member for hit in self.hits if hit.member is not None}
@@ -188,11 +240,14 @@ class ArmedRace:
         return path.startswith(self._cache_root)
 
     def on_access(self, event: AccessEvent) -> None:
-        """Decide, before ``event`` proceeds, whether the window opens or closes for it.
+        """Decide, before ``event`` proceeds, whether the window opens or closes for it, and
+        whether it meets the change (a hit: an access of what the race changes, while a window
+        is open; ``Race.is_hit``).
 
-        ``nth`` counts a process's accesses under the race's folders; ``accesses=N`` counts every
-        access of the cache the process makes (``HF_HOME/token`` included), because closing is
-        about how far the process got, whatever it touched.
+        With no ``nth`` each process's accesses of what the race changes are counted (its first
+        opens the window); ``nth=N`` counts its accesses under the race's folders;
+        ``accesses=N`` counts every access of the cache the process makes (``HF_HOME/token``
+        included), because closing is about how far the process got, whatever it touched.
         """
         if self.disarmed or event.again:
             return  # an access asked again after a wait was judged when it was first made
@@ -200,8 +255,14 @@ class ArmedRace:
         # Judged as of when the process made the access, not when the controller got to it:
         # on a busy machine that can be later than the hold, and the access met the window.
         self.expire(min(now, event.t))
+        look = event.op in LOOK_OPS  # meets the change, but is not counted as an access
         holder = self._holders.get(event.pid)
-        if holder is not None and holder.accesses_left is not None and self.in_cache(event.path):
+        if (
+            holder is not None
+            and holder.accesses_left is not None
+            and not look
+            and self.in_cache(event.path)
+        ):
             if holder.accesses_left == 0:
                 del self._holders[event.pid]  # this access must see the cache whole
                 if not self._holders:
@@ -211,13 +272,16 @@ class ArmedRace:
         path = self._watched_path(event)
         if path is None:
             return
+        meets = self.meets_change(path)  # an access of what the race changes
         trigger = self.trigger
-        if not isinstance(trigger, OnAccess) or trigger.counts(event.op):
+        if not isinstance(trigger, OnAccess) or (
+            trigger.counts(event.op) and (meets if trigger.at_change else not look)
+        ):
             count = self.accesses_seen.get(event.pid, 0) + 1
             self.accesses_seen[event.pid] = count
-            if isinstance(trigger, OnAccess) and count == trigger.nth:
+            if isinstance(trigger, OnAccess) and count == (trigger.nth or 1):
                 self._hold(event.pid, event.member, now, trigger, reached=min(now, event.t))
-        if self.is_open and self.race.is_hit(self.target, path):
+        if self.is_open and meets:
             self.hits.append(
                 Hit(event.pid, event.member, event.op, path, event.t, len(self.windows) - 1)
             )

@@ -17,6 +17,7 @@ from typing import IO, Any, ClassVar, Concatenate, ParamSpec, Protocol, TypeVar
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, corruption_target
 from pytest_startup_guard.races.rewrite import InPlaceRewrite
+from pytest_startup_guard.runtime.observation import unobserved
 
 
 class HeldInProcess(Protocol):
@@ -178,16 +179,27 @@ class Race:
         return (target.folder,)
 
     def raced_files(self, target: Target, /) -> tuple[Path, ...]:
-        """The files whose reading is reading the raced file: a transient case passes only if
-        every process that accessed one of them (or anything under one, for a folder) was hit.
-        A hub file's pointer and blob; a path race's path."""
+        """What the race changes: the paths that look different while its window is open. An
+        access of one of them in a window meets the change (a hit, ``is_hit``); the default
+        trigger opens at each process's first access of one; a transient case passes only if
+        every process that accessed one (or anything under one, for a folder) met it. By
+        default a hub file's pointer and blob, a path race's path."""
         if isinstance(target, RaceTarget):
             return (target.pointer, target.blob)
         return (target.path,)
 
     def is_hit(self, target: Target, /, path: str) -> bool:
-        """Whether an access of ``path`` while the window is open meets the fault."""
-        return True
+        """Whether an access of ``path`` meets what the race changes (``raced_files``), as
+        given or through a folder that is a symlink; accesses of other files in its folders,
+        made while the window is open, are not hits."""
+        absolute = os.path.abspath(path)
+        with unobserved():  # realpath looks at the cache: the plugin's own look, no access
+            for raced in self.raced_files(target):
+                if absolute == str(raced) or absolute == os.path.join(
+                    os.path.realpath(raced.parent), raced.name
+                ):
+                    return True
+        return False
 
     def check(self, target: Target, /) -> None:
         """Refuse, when it is armed, a target this race cannot work on (a clear error)."""

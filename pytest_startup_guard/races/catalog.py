@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from pytest_startup_guard.cache.layout import break_hard_link, relative_link_target
 from pytest_startup_guard.errors import (
@@ -46,6 +47,10 @@ class PointerSwap(Race):
     )
 
     @Race.takes(RaceTarget)
+    def raced_files(self, target: RaceTarget) -> tuple[Path, ...]:
+        return (target.pointer,)  # the blob stays as it is
+
+    @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:
         try:
             os.remove(target.pointer)
@@ -79,6 +84,10 @@ class RefRewrite(Race):
         " hf_hub_download on every call up to 0.11.1, on a refresh up to 1.17.0;"
         " open up to 1.30.0; closed from 1.31.0"
     )
+
+    @Race.takes(RaceTarget)
+    def raced_files(self, target: RaceTarget) -> tuple[Path, ...]:
+        return (target.ref,)  # a reader resolving the revision meets it; the file stays
 
     @Race.takes(RaceTarget)
     def open(self, target: RaceTarget) -> None:

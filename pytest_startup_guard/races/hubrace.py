@@ -8,9 +8,11 @@ starts chaos refreshers, and at the end closes everything and reports races that
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.checks import flag, function, text
@@ -18,6 +20,7 @@ from pytest_startup_guard.errors import ArgumentTypeError, StartupGuardError
 from pytest_startup_guard.races.armed import ArmedRace, Hit, Window
 from pytest_startup_guard.races.base import PathTarget, RaceTarget, Target
 from pytest_startup_guard.races.catalog import RACES, Race, get_race
+from pytest_startup_guard.races.changes import changed_paths
 from pytest_startup_guard.races.exploration import (
     AccessPoint,
     Exploration,
@@ -44,6 +47,7 @@ from pytest_startup_guard.runtime.events import (
     AccessEvent,
     RuntimeListener,
 )
+from pytest_startup_guard.runtime.observation import set_unobserved
 from pytest_startup_guard.settings.seeds import seed_for_test
 
 
@@ -163,6 +167,7 @@ class HubRace:
             lock=self.controller.lock,
             refresher=refresher,
             blocked_of=self.controller.blocked_seconds,
+            measured=_measured_change(instance, target),
         )
         with self.controller.lock:
             if isinstance(trigger, Placed):  # in place now; a fault that cannot be placed is
@@ -326,6 +331,7 @@ class HubRace:
         Not while an access is in flight (``RuntimeController.in_flight``): one made before
         the hold passed must meet the window, however late the controller's thread gets to it
         on a busy machine; the close waits for it, ``MAX_POSTPONE`` seconds at most."""
+        set_unobserved(True)  # the windows it closes are the plugin's own file operations
         postponed_since: float | None = None
         with self._wake:
             while not self._closed:
@@ -361,8 +367,8 @@ class HubRace:
                 armed.windows = windows
                 armed.hits = [
                     Hit(a.pid, a.member, a.op, a.path, a.t, index)
-                    for a in self.controller.accesses
-                    if armed.watches(a.path) and armed.race.is_hit(armed.target, a.path)
+                    for a in [*self.controller.accesses, *self.controller.looks]
+                    if armed.watches(a.path) and armed.meets_change(a.path)
                     for index in _window_over(windows, a.t, self.controller.answered_at(a))
                 ]
 
@@ -402,18 +408,24 @@ class HubRace:
             record = self.controller.processes.get(pid)
             who = "test process" if record is None else (record.member or "no fleet member")
             counts.append(f"pid {pid} ({who}): {count}")
+        changed = armed.changed_label()
+        at_change = isinstance(armed.trigger, OnAccess) and armed.trigger.at_change
+        counted = changed if at_change else folder
         if not armed.windows:
             if not counts:
-                why = f"its window never opened: no process accessed {folder}"
+                why = f"its window never opened: no process accessed {counted}"
             else:
                 nth = armed.trigger.nth if isinstance(armed.trigger, OnAccess) else None
                 why = (
                     f"its window never opened: no process made {nth} accesses of {folder}"
                     if nth is not None
                     else "its window never opened"
-                ) + f" (accesses per process: {', '.join(counts)})"
+                ) + f" (accesses of {counted} per process: {', '.join(counts)})"
         else:
-            why = f"its window opened {len(armed.windows)} time(s), but nothing accessed {folder} while it was open"
+            why = (
+                f"its window opened {len(armed.windows)} time(s), but nothing accessed"
+                f" {changed} while it was open"
+            )
         late = self.last_release_t is not None and self.last_release_t < armed.armed_t
         order = (
             " It was armed after the test's last server_fleet.launch() had released its fleet:"
@@ -428,6 +440,30 @@ class HubRace:
         )
 
 
+def _measured_change(race: Race, target: Target) -> tuple[Path, ...] | None:
+    """What a race of a user's own that declares nothing (no ``raced_files``, no ``is_hit``)
+    changes on a hub repo, measured on a scratch clone of its cache (``changes.py``), as paths
+    of the real cache; None for every other race (it declares what it changes)."""
+    if not isinstance(target, RaceTarget) or type(race).raced_files is not Race.raced_files:
+        return None
+    if type(race).is_hit is not Race.is_hit:
+        return None
+    cache = target.repo.cache
+    scratch_root = cache.root.with_name(f"{cache.root.name}.changes-{os.getpid()}")
+    shutil.rmtree(scratch_root, ignore_errors=True)
+    try:
+        scratch = cache.clone(scratch_root)
+        repo = scratch.repo(
+            target.repo.repo_id, target.repo.revision, repo_type=target.repo.repo_type
+        )
+        relative = changed_paths(
+            race, target_of(race, repo, target.filename, target.revision), scratch_root
+        )
+    finally:
+        shutil.rmtree(scratch_root, ignore_errors=True)
+    return tuple(sorted(cache.root / path for path in relative))
+
+
 # How long the timer waits for an access in flight before it closes a window anyway, and how
 # often it looks again: an access is handled in well under a millisecond on an idle machine.
 MAX_POSTPONE = 0.5
@@ -435,7 +471,10 @@ POSTPONE_STEP = 0.001
 
 
 class _RaceEngine(RuntimeListener):
-    """What the armed races of one ``HubRace`` hear from the child runtime."""
+    """What the armed races of one ``HubRace`` hear from the child runtime: its looks too (a
+    look of what a race changes meets the change)."""
+
+    hears_looks = True
 
     def __init__(self, races: HubRace) -> None:
         self.races = races

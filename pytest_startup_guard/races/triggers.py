@@ -1,9 +1,11 @@
 """When a race window opens and closes.
 
-- ``on_access(nth=1, hold=None, accesses=None, op=None)`` (the default): right before a
-  process's ``nth`` access (of operation ``op``, if given) under the race's folders;
-  deterministic. With no hold, it holds the window
-  open for the race's modelled window (``Race.window``) plus ``WINDOW_MARGIN``.
+- ``on_access(nth=None, hold=None, accesses=None, op=None)`` (the default): right before each
+  process's first access of what the race changes (``Race.raced_files``: the pointer a swap
+  removes, the ref a rewrite empties, the blob cut short), wherever it comes in its start-up;
+  with ``nth=N``, right before a process's Nth access (of operation ``op``, if given) under the
+  race's folders, whatever it reads; deterministic. With no hold, it holds the window open for
+  the race's modelled window (``Race.window``) plus ``WINDOW_MARGIN``.
 - ``after(seconds, hold=0.5)``: a fixed time after the fleet is released, for processes the
   child runtime cannot see (non-Python servers, reads inside Rust extensions).
 - ``chaos(gap=0.001, hold=0.0, seed=None)``: a refresher process runs the race in a loop, as a
@@ -44,7 +46,9 @@ def default_hold(window: float | None) -> float:
 
 @dataclass(frozen=True)
 class OnAccess:
-    nth: int = 1
+    # None: each process's first access of what the race changes; N: its Nth access under the
+    # race's folders, whatever file it is.
+    nth: int | None = None
     hold: float | None = None  # None: the race's window + WINDOW_MARGIN, set when it is armed
     accesses: int | None = None
     max_hold: float = 30.0  # with ``accesses``: the window closes by then whatever happens
@@ -52,12 +56,19 @@ class OnAccess:
     ops: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        op = f", {describe_ops(self.ops)}" if self.ops else ""
+        parts = [f"nth={self.nth}"] if self.nth is not None else []
         if self.accesses is not None:
-            return f"on_access(nth={self.nth}, accesses={self.accesses}{op})"
-        if self.hold is None:
-            return f"on_access(nth={self.nth}{op})"
-        return f"on_access(nth={self.nth}, hold={self.hold:g}{op})"
+            parts.append(f"accesses={self.accesses}")
+        elif self.hold is not None:
+            parts.append(f"hold={self.hold:g}")
+        if self.ops:
+            parts.append(describe_ops(self.ops))
+        return f"on_access({', '.join(parts)})"
+
+    @property
+    def at_change(self) -> bool:
+        """It counts accesses of what the race changes (no ``nth``), not every access."""
+        return self.nth is None
 
     def counts(self, op: str) -> bool:
         """Whether an access by operation ``op`` (an audit event) counts towards ``nth``."""
@@ -99,13 +110,17 @@ Trigger = OnAccess | After | Chaos | Placed
 
 
 def on_access(
-    nth: int = 1,
+    nth: int | None = None,
     hold: float | None = None,
     accesses: int | None = None,
     op: str | Sequence[str] | None = None,
 ) -> OnAccess:
-    """Open right before each process's ``nth`` access under the race's folders (the repo's
-    folder: every process meets the fault at its own ``nth`` access at the latest); close
+    """Open right before each process's first access of what the race changes (the pointer a
+    swap removes, the ref a rewrite empties, the blob cut short: ``Race.raced_files``), wherever
+    it comes in its start-up, so every process that reads it meets the change; with ``nth=N``,
+    right before each process's Nth access under the race's folders (the repo's folder), whatever
+    file it is (a place in the start-up, chosen by hand: only accesses of what the race changes
+    while the window is open are hits). Close
     ``hold`` seconds of the triggering process's own time after the last process that triggered
     it or, with ``accesses=N``, once each triggering process has made N accesses of the cache
     inside the window, the triggering one included (any file under the cache root counts,
@@ -117,7 +132,7 @@ def on_access(
     operation the child runtime sees is an access: ``runtime/operations.py`` lists them."""
     where = "on_access()"
     return OnAccess(
-        nth=whole_number("nth", nth, where, minimum=1),
+        nth=None if nth is None else whole_number("nth", nth, where, minimum=1),
         hold=None if hold is None else _seconds("hold", hold, where),
         accesses=None if accesses is None else whole_number("accesses", accesses, where, minimum=1),
         ops=() if op is None else operation_events(op, "op", where),

@@ -44,6 +44,7 @@ from pytest_startup_guard.runtime import child as childruntime
 from pytest_startup_guard.runtime.barrier import BarrierGroup
 from pytest_startup_guard.runtime.events import (
     BIND_OP,
+    LOOK_OPS,
     TEST_PROCESS,
     AccessAnswer,
     AccessEvent,
@@ -91,6 +92,9 @@ class RuntimeController:
         self.processes: dict[int, ProcessRecord] = {}
         self.history: list[ProcessRecord] = []  # every hello, also of pids seen twice (exec)
         self.accesses: list[AccessEvent] = []
+        # Looks at a path (os.stat and its kin, ``LOOK_OPS``): apart from the accesses, which
+        # are what access points, reads and changes are counted from.
+        self.looks: list[AccessEvent] = []
         # How long each process was held at its accesses, and when each access went on.
         self._holds = AccessHolds()
         self.binds: list[AccessEvent] = []  # socket.bind events, once report_binds() was called
@@ -597,11 +601,15 @@ class RuntimeController:
         for, else the longest wait, else None (it proceeds)."""
         failure: int | None = None
         wait = 0.0
+        look = event.op in LOOK_OPS
         with self._lock:
             if not event.again:
-                self.accesses.append(event)
+                (self.looks if look else self.accesses).append(event)
             answers = self._ask_listeners(
-                lambda listener: listener.on_access(event), f"{event.op} {event.path}"
+                lambda listener: (
+                    listener.on_access(event) if listener.hears_looks or not look else None
+                ),
+                f"{event.op} {event.path}",
             )
         for answer in answers:
             if isinstance(answer, AccessAnswer):

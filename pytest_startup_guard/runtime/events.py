@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 TEST_PROCESS = "test"  # the member label of accesses made by the test process itself
 
@@ -73,14 +73,23 @@ AccessOp = Literal[
     "fcntl.lockf",
     "startup_guard.opened",  # right after an open for writing returned (the writer's only)
     "socket.bind",
+    # Looks at a path (``protocol.LOOK_EVENTS``): os.path.exists, isfile, realpath... look
+    # through them. Heard only by listeners that ask (``RuntimeListener.hears_looks``).
+    "os.stat",
+    "os.lstat",
+    "os.access",
+    "os.readlink",
 ]
 BIND_OP: AccessOp = "socket.bind"
 # Right after an open for writing returned: reported by the real writer's process only
 # (``child.steps``), not an operation users name.
 OPENED_OP: AccessOp = "startup_guard.opened"
-# The file operations, in the order above: every access but a bind and the writer's "opened".
+# Looks at a path: they can meet a race's change, but are no access point, read or change.
+LOOK_OPS: tuple[AccessOp, ...] = ("os.stat", "os.lstat", "os.access", "os.readlink")
+# The file operations, in the order above: every access but a bind, the writer's "opened" and
+# a look.
 FILE_OPS: tuple[AccessOp, ...] = tuple(
-    op for op in get_args(AccessOp) if op not in (BIND_OP, OPENED_OP)
+    op for op in get_args(AccessOp) if op not in (BIND_OP, OPENED_OP, *LOOK_OPS)
 )
 # The accesses that read what is there: the others change it (or lock it).
 READ_OPS: tuple[AccessOp, ...] = ("open", "os.listdir", "os.scandir")
@@ -88,7 +97,7 @@ READ_OPS: tuple[AccessOp, ...] = ("open", "os.listdir", "os.scandir")
 
 def file_op(name: object) -> AccessOp:
     """The op of an access message, or a ``ValueError`` for one the runtime does not report."""
-    for op in (*FILE_OPS, OPENED_OP):
+    for op in (*FILE_OPS, OPENED_OP, *LOOK_OPS):
         if name == op:
             return op
     raise ValueError(f"unknown access op {name!r}; the child runtime reports {', '.join(FILE_OPS)}")
@@ -194,6 +203,9 @@ class RuntimeListener:
     and ``RuntimeController.subscribe`` an instance. Every method runs on the controller's
     thread (``on_release``: the thread that releases a fleet) with the controller's lock held;
     an exception it raises is kept in ``RuntimeController.errors``, never lost."""
+
+    # Whether ``on_access`` also hears looks at a path (``LOOK_OPS``: os.stat and its kin).
+    hears_looks: ClassVar[bool] = False
 
     def on_access(self, event: AccessEvent) -> AccessAnswer | None:
         """A watched access, before it proceeds: the process waits until this returns. An

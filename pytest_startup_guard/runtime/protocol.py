@@ -89,6 +89,10 @@ WRITER_STEPS_ENV = "STARTUP_GUARD_WRITER_STEPS"  # "1": wrap the opens (``child.
 ACCESS_SITES_ENV = "STARTUP_GUARD_ACCESS_SITES"
 # The access events whose first argument is a descriptor, not a path.
 DESCRIPTOR_EVENTS = frozenset({"fcntl.flock", "fcntl.lockf"})
+# Looks at a path, which CPython does not audit: the child runtime raises these itself
+# (``child/looks.py``). Reported like accesses, but heard only by the listeners that ask
+# (``RuntimeListener.hears_looks``): a look is no access point, read or change.
+LOOK_EVENTS = frozenset({"os.stat", "os.lstat", "os.access", "os.readlink"})
 # The access events that name the path they create second: (src, dst, ...).
 SECOND_PATH_EVENTS = frozenset({"os.symlink", "os.link"})
 

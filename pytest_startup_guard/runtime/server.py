@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_startup_guard.runtime.events import ProcessRecord
+from pytest_startup_guard.runtime.observation import set_unobserved
 from pytest_startup_guard.runtime.process_identity import peer_credentials
 from pytest_startup_guard.runtime.protocol import FrameReader, decode
 
@@ -104,6 +105,9 @@ class PlanServer:
 
     def _serve(self) -> None:
         assert self._selector is not None and self._server is not None
+        # Whatever this thread does to the watched folders (a listener that looks at the cache
+        # to judge an access) is the plugin's own, never an access of the test process.
+        set_unobserved(True)
         while not self._closing:
             try:
                 ready = self._selector.select(timeout=1.0)

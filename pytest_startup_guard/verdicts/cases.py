@@ -532,7 +532,10 @@ class StartupCase:
                 problems.append(
                     Problem(
                         f"the race never hit server {server.index}: this case proves nothing for it"
-                        " (does it read the file? is its interpreter under the plugin?)"
+                        f" (none of its processes was seen to access {self._raced_name()} while"
+                        " the race changed it: does it read the file? is its interpreter under"
+                        " the plugin? a read in native code, such as Rust or C, is seen only with"
+                        " server_fleet.launch(native_accesses=True))"
                     )
                 )
         return problems + failed(self._unhit_readers(fleet))
@@ -623,6 +626,9 @@ class StartupCase:
         return problems
 
     def _raced_name(self) -> str:
+        """What the race changes, in a message's words (``config.json``, ``refs/main``)."""
+        if self.armed is not None:
+            return self.armed.changed_label()
         if self.filename is not None:
             return self.filename
         return self.path.name if self.path is not None else "the raced file"

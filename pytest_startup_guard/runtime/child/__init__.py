@@ -54,7 +54,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pytest_startup_guard.runtime.child import steps
+from pytest_startup_guard.runtime.child import looks, steps
 from pytest_startup_guard.runtime.child.audit import BIND_EVENT, EXCEPTHOOK_EVENT, hook, set_watched
 from pytest_startup_guard.runtime.child.exits import (
     MAX_CAUSE,
@@ -105,6 +105,7 @@ def boot() -> None:
     state.spawned_worker = is_spawned_worker()
     state.sites = os.environ.get(ACCESS_SITES_ENV) == "1"
     _install_hook()
+    looks.install()
     watch_exit()
     if os.environ.get(WRITER_STEPS_ENV) == "1":  # the real writer: a pause after each open
         steps.install()
@@ -128,12 +129,14 @@ def activate_in_process(prefixes: tuple[str, ...], sink: AccessSink) -> None:
     state.sink = sink
     set_watched(prefixes)
     _install_hook()
+    looks.install()  # until it stops watching itself: pytest's own looks cost nothing after
 
 
 def deactivate_in_process() -> None:
     if state.owner_pid == os.getpid() and state.plan is None:
         set_watched(())
         state.sink, state.owner_pid = None, 0
+        looks.uninstall()
 
 
 def identity() -> dict[str, Any]:

@@ -31,6 +31,7 @@ from pytest_startup_guard.runtime.protocol import (
     ACCESS_EVENTS,
     DESCRIPTOR_EVENTS,
     FOOTPRINT_EVENTS,
+    LOOK_EVENTS,
     OPENED_EVENT,
 )
 
@@ -45,7 +46,8 @@ BIND_EVENT = "socket.bind"
 # (A thread's uncaught exception raises no audit event: ``_thread._excepthook`` is wrapped.)
 EXCEPTHOOK_EVENT = "sys.excepthook"
 # OPENED_EVENT: raised only by a writer's process (``steps``), after an open for writing.
-_HOOKED_EVENTS = ACCESS_EVENTS | {BIND_EVENT, EXCEPTHOOK_EVENT, OPENED_EVENT}
+# LOOK_EVENTS: raised by the child runtime's own wrappers of os.stat and its kin (``looks``).
+_HOOKED_EVENTS = ACCESS_EVENTS | LOOK_EVENTS | {BIND_EVENT, EXCEPTHOOK_EVENT, OPENED_EVENT}
 # The access events whose path is not simply their first argument (``_operation_paths``).
 _TWO_PATH_EVENTS = frozenset({"os.rename", "os.symlink", "os.link"})
 _ODD_PATH_EVENTS = _TWO_PATH_EVENTS | DESCRIPTOR_EVENTS
