@@ -47,6 +47,7 @@ from pytest_startup_guard.runtime.events import (
     LOOK_OPS,
     TEST_PROCESS,
     AccessAnswer,
+    AccessCallback,
     AccessEvent,
     AccessListener,
     LockEvent,
@@ -71,16 +72,6 @@ _MAX_LOCAL_WAIT = 0.05  # seconds: the longest one "wait" answer holds the test 
 
 def _ended(record: ProcessRecord, t: float) -> None:
     record.ended_t = t if record.ended_t is None else min(record.ended_t, t)
-
-
-class _AccessCallback(RuntimeListener):
-    """``add_listener(fn)``: a plain callable that hears every access."""
-
-    def __init__(self, callback: AccessListener) -> None:
-        self.callback = callback
-
-    def on_access(self, event: AccessEvent) -> None:
-        self.callback(event)
 
 
 class RuntimeController:
@@ -222,14 +213,14 @@ class RuntimeController:
                 f"invalid listener {listener!r} for child_runtime.add_listener(): expected a"
                 " function of one AccessEvent"
             )
-        self.subscribe(_AccessCallback(listener))
+        self.subscribe(AccessCallback(listener))
 
     def remove_listener(self, listener: AccessListener) -> None:
         with self._lock:
             self._listeners = [
                 known
                 for known in self._listeners
-                if not (isinstance(known, _AccessCallback) and known.callback == listener)
+                if not (isinstance(known, AccessCallback) and known.callback == listener)
             ]
 
     def record_footprint(self) -> None:

@@ -233,3 +233,13 @@ class RuntimeListener:
 
     def on_gone(self, pid: int) -> None:
         """A process's connection closed: it exited, or exec'd into another program."""
+
+
+class AccessCallback(RuntimeListener):
+    """``add_listener(fn)``: a plain callable that hears every access."""
+
+    def __init__(self, callback: AccessListener) -> None:
+        self.callback = callback
+
+    def on_access(self, event: AccessEvent) -> None:
+        self.callback(event)
