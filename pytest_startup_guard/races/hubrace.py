@@ -90,7 +90,8 @@ class HubRace:
         """Arm ``race`` (a name from ``RACES`` or a ``Race``) on ``filename`` of ``repo``.
 
         The default trigger is ``on_access()``: the window opens right before each process's
-        first access of the repo. Unless ``allow_miss=True``, a race that no access ever hit
+        first access of what the race changes (``Race.raced_files``); a hit is an access of it
+        while a window is open. Unless ``allow_miss=True``, a race that no access ever hit
         fails the test at teardown: a race test that was never raced proves nothing.
         """
         where = "hub_race.arm()"

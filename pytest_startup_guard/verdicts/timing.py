@@ -81,7 +81,7 @@ def unhit_reader_words(
     return (
         f"pid {pid} ({who}) read {filename} at {clock.at(read_t)}, {why}: the race never hit it,"
         " so surviving proves nothing for it (every process that reads the raced file must meet"
-        f" the race; give the case an earlier trigger, e.g. on_access(nth=1)) {clock.legend()}"
+        f" the race; give the case the default trigger, on_access(), which opens at each process's first access of it) {clock.legend()}"
     )
 
 
