@@ -333,6 +333,74 @@ def test_a_fleet_loads_the_model_and_only_retry_survives_races_on_it(
     result.assert_outcomes(passed=4)
 
 
+def test_the_default_trigger_reaches_the_file_raced_and_only_its_accesses_are_hits(
+    real_model: pytest.Pytester,
+) -> None:
+    """A naive server that loads its config, then its tokenizer, then its weights (read in Rust
+    by safetensors) must fail a pointer_swap on the weights with the default trigger, and a
+    retrying one survive it: each process's window opens at its own first access of the raced
+    pointer (a look: huggingface_hub decides with os.path.isfile), however late in its start-up.
+    (Not the tokenizer: transformers goes on without a tokenizer.json it did not find, so a naive
+    server meets that race and may still come up.) A hit is an access of the raced pointer,
+    never one of config.json. A window placed by hand before the weights are read meets nothing,
+    and no hit is claimed for it; a case raced that way is not green."""
+    real_model.makepyfile(
+        """
+        from common import *
+        from pytest_startup_guard import on_access
+
+        @pytest.mark.parametrize("policy", ["retry", "naive"])
+        def test_fleet(hub_cache, hub_race, server_fleet, policy):
+            repo = add(hub_cache, "folder")
+            filename = "model.safetensors"
+            armed = hub_race.arm("pointer_swap", repo, filename)
+            fleet = server_fleet.launch(
+                SERVER + ["--policy", policy],
+                count=2,
+                ready=ready.http("/config", expect=loaded_the_model),
+            )
+            if policy == "retry":
+                fleet.assert_all_ready()
+            else:
+                fleet.assert_all_failed(match="server failed to start: could not load the model")
+            assert {hit.pid for hit in armed.hits} >= {s.pid for s in fleet.servers}, fleet.summary()
+            assert armed.hits and all(
+                hit.path == str(repo.pointer(filename)) for hit in armed.hits
+            ), armed.hits
+
+        def test_a_window_before_the_weights_meets_nothing(hub_cache, hub_race, server_fleet):
+            repo = add(hub_cache, "folder")
+            armed = hub_race.arm(
+                "pointer_swap", repo, "model.safetensors",
+                trigger=on_access(nth=1, hold=0.001), allow_miss=True,
+            )
+            fleet = server_fleet.launch(
+                SERVER + ["--policy", "naive"],
+                count=2,
+                ready=ready.http("/config", expect=loaded_the_model),
+            )
+            fleet.assert_all_ready()
+            assert armed.windows and not armed.hits, armed.hits
+
+        @pytest.mark.startup_races(transient=["pointer_swap"], trigger=on_access(nth=1, hold=0.001))
+        def test_case_placed_before_the_weights(startup_case, hub_cache, server_fleet):
+            repo = add(hub_cache, "folder")
+            startup_case.apply(repo, "model.safetensors")
+            fleet = server_fleet.launch(
+                SERVER + ["--policy", "naive"],
+                count=2,
+                ready=ready.http("/config", expect=loaded_the_model),
+            )
+            startup_case.check(fleet)
+        """
+    )
+    result = real_model.runpytest_subprocess("-p", "startup_guard", "-rA")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*FAILED*test_case_placed_before_the_weights*", "*the race never hit server 0*"]
+    )
+
+
 SENTINEL = """
 from common import *
 
