@@ -117,7 +117,7 @@ def test_matrix_ids_all_and_lock_held_only_by_name(guard_pytester: pytest.Pytest
         ),
         (
             'transient=["pointer_swap"], hold=0.1, trigger=on_access(hold=0.2)',
-            "hold=0.1 and trigger=on_access(nth=1, hold=0.2) in @pytest.mark.startup_races of *::test_x both set how long the window stays open: give the hold once*",
+            "hold=0.1 and trigger=on_access(hold=0.2) in @pytest.mark.startup_races of *::test_x both set how long the window stays open: give the hold once*",
         ),
         (
             'corrupt=["empty"], hold=0.1',
@@ -256,7 +256,8 @@ def test_in_process_verdicts(guard_pytester: pytest.Pytester) -> None:
         def test_survives_on_a_fallback(repo, hub_race):
             armed = hub_race.arm("pointer_swap", repo, "config.json")
             with pytest.raises(AssertionError, match="returned {'model_type': 'fallback'}, which expect\\\\(\\\\) rejects"):
-                assert_survives(lambda: repo.ref().read_text() and {"model_type": "fallback"}, armed, expect=lambda c: c["model_type"] == "gpt2")
+                # It looks at the config's pointer, finds none and falls back to a default.
+                assert_survives(lambda: repo.pointer("config.json").exists() or {"model_type": "fallback"}, armed, expect=lambda c: c["model_type"] == "gpt2")
 
         def test_never_hit(repo, hub_race):
             armed = hub_race.arm("pointer_swap", repo, "config.json", allow_miss=True)

@@ -28,10 +28,14 @@ from pytest_startup_guard.races.triggers import (
 )
 from pytest_startup_guard.runtime.events import (
     LOOK_OPS,
+    READ_OPS,
     AccessEvent,
 )
 from pytest_startup_guard.runtime.observation import unobserved
 from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
+
+# The reads that list a folder: they meet a change of the names in it.
+LISTING_OPS = tuple(op for op in READ_OPS if op != "open")
 
 
 @dataclass
@@ -133,6 +137,7 @@ class ArmedRace:
     _cache_root: str = ""
     _raced: tuple[str, ...] = ()  # the raced files' paths, as given and with folders resolved
     _changed: frozenset[str] | None = None  # the same, for meets_change
+    _listed: frozenset[str] = frozenset()  # the folders that hold them
     _clock_start: float | None = None  # after(): counts from here
 
     def __post_init__(self) -> None:
@@ -164,23 +169,36 @@ class ArmedRace:
             return self.measured
         return self.race.raced_files(self.target)
 
-    def meets_change(self, path: str) -> bool:
+    def meets_change(self, path: str, op: str | None = None) -> bool:
         """Whether an access of ``path`` meets what the race changes: its ``is_hit`` where the
         race says, else an access of one of ``changed_files`` (as given, or through a folder
-        that is a symlink: those forms are found once, unobserved)."""
-        if self.measured is None and type(self.race).is_hit is not Race.is_hit:
-            return self.race.is_hit(self.target, path)
+        that is a symlink: those forms are found once, unobserved), or a listing of the folder
+        that holds one where the race removes or adds a name (``Race.changes_names``)."""
         if self._changed is None:
             with unobserved():  # realpath looks at the cache: the plugin's own look, no access
+                changed = self.changed_files()
                 self._changed = frozenset(
                     form
-                    for changed in self.changed_files()
+                    for path_changed in changed
                     for form in (
-                        str(changed),
-                        os.path.join(os.path.realpath(changed.parent), changed.name),
+                        str(path_changed),
+                        os.path.join(os.path.realpath(path_changed.parent), path_changed.name),
                     )
                 )
-        return os.path.abspath(path) in self._changed
+                self._listed = frozenset(
+                    form
+                    for path_changed in changed
+                    for form in (
+                        str(path_changed.parent),
+                        os.path.realpath(path_changed.parent),
+                    )
+                )
+        absolute = os.path.abspath(path)
+        if op in LISTING_OPS and self.race.changes_names and absolute in self._listed:
+            return True
+        if self.measured is None and type(self.race).is_hit is not Race.is_hit:
+            return self.race.is_hit(self.target, path)
+        return absolute in self._changed
 
     def reads_raced_file(self, path: str) -> bool:
         """Whether an access of ``path`` reads the raced file (``Race.raced_files``: a hub
@@ -202,8 +220,11 @@ class ArmedRace:
         """What the race changes, for a message: a hub file by its name (``config.json``, its
         blob), the ref by its path in the repo (``refs/main``), a path as given."""
         target = self.target
+        changed = self.changed_files()
+        if isinstance(target, RaceTarget) and set(changed) == {target.pointer, target.blob}:
+            return f"{target.filename} (its pointer or its blob)"
         names = []
-        for raced in self.changed_files():
+        for raced in changed:
             if isinstance(target, RaceTarget) and raced == target.pointer:
                 names.append(target.filename)
             elif isinstance(target, RaceTarget) and raced == target.blob:
@@ -272,7 +293,14 @@ class ArmedRace:
         path = self._watched_path(event)
         if path is None:
             return
-        meets = self.meets_change(path)  # an access of what the race changes
+        # An access of what the race changes: by any of its paths (a rename onto the raced
+        # file replaces it); the hit names the path that met it.
+        met = next(
+            (p for p in event.paths() if self.watches(p) and self.meets_change(p, event.op)),
+            None,
+        )
+        meets = met is not None
+        path = met if met is not None else path
         trigger = self.trigger
         if not isinstance(trigger, OnAccess) or (
             trigger.counts(event.op) and (meets if trigger.at_change else not look)

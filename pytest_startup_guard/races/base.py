@@ -178,6 +178,11 @@ class Race:
         """Folders whose accesses count for triggers and may be hits."""
         return (target.folder,)
 
+    # Whether its window removes or adds a name (a pointer, a file, a folder): then a listing
+    # of the folder that holds what it changes meets the change too. False for a rewrite in
+    # place, which a listing cannot see.
+    changes_names: ClassVar[bool] = True
+
     def raced_files(self, target: Target, /) -> tuple[Path, ...]:
         """What the race changes: the paths that look different while its window is open. An
         access of one of them in a window meets the change (a hit, ``is_hit``); the default

@@ -67,7 +67,7 @@ class PointOutcome:
 
     point: AccessPoint
     outcome: Outcome
-    hit: bool  # the window opened, and the access met it
+    hit: bool  # an access of what the race changes met its window
     launch: int  # which run of the exploration raced it (1-based)
     members: tuple[int, ...]  # the fleet members that carried it (() in the test process)
     failure: str | None  # what failed: a member's status or the exception, and its first line
@@ -230,11 +230,14 @@ class Exploration:
         raise AssertionError("\n".join(lines))
 
 
-def outcome_of(hit: bool, failed: bool, undecided: bool = False) -> Outcome:
+def outcome_of(opened: bool, failed: bool, undecided: bool = False) -> Outcome:
     """A point's outcome, by one rule for both ways to explore: *not reached* unless its window
-    met the access (whatever became of the run: it proves nothing), else *failed* (or
-    *undecided*, where the machine was too slow to tell), else *survived*."""
-    if not hit:
+    opened (whatever became of the run: the race never happened), else *failed* (or
+    *undecided*, where the machine was too slow to tell), else *survived*. A window that opened
+    and met nothing the race changes (``PointOutcome.hit`` false: the process had read it
+    before, or reads it where the child runtime cannot see) still counts: a run that failed
+    with it open failed there, and one that came through survived the race at that moment."""
+    if not opened:
         return "not reached"
     if not failed:
         return "survived"

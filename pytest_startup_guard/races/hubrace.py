@@ -292,7 +292,7 @@ class HubRace:
             self.discard(armed)
         return PointOutcome(
             point,
-            outcome_of(bool(armed.hits), error is not None),
+            outcome_of(bool(armed.windows), error is not None),
             bool(armed.hits),
             run,
             (),
@@ -369,7 +369,7 @@ class HubRace:
                 armed.hits = [
                     Hit(a.pid, a.member, a.op, a.path, a.t, index)
                     for a in [*self.controller.accesses, *self.controller.looks]
-                    if armed.watches(a.path) and armed.meets_change(a.path)
+                    if armed.watches(a.path) and armed.meets_change(a.path, a.op)
                     for index in _window_over(windows, a.t, self.controller.answered_at(a))
                 ]
 

@@ -32,6 +32,8 @@ class InPlaceRewrite:
 class RewritesInPlace:
     """What the rewrite-in-place races share; put it before their ``Race`` base."""
 
+    changes_names = False  # rewritten in place: a listing shows the same names
+
     def __init__(self, written: float = 0.0) -> None:
         if not is_share(written):
             raise InvalidArgumentError(

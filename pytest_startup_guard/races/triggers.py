@@ -67,8 +67,9 @@ class OnAccess:
 
     @property
     def at_change(self) -> bool:
-        """It counts accesses of what the race changes (no ``nth``), not every access."""
-        return self.nth is None
+        """It counts accesses of what the race changes (no ``nth``, no ``op``), not every
+        access under the race's folders."""
+        return self.nth is None and not self.ops
 
     def counts(self, op: str) -> bool:
         """Whether an access by operation ``op`` (an audit event) counts towards ``nth``."""

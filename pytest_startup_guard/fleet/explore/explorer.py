@@ -491,7 +491,7 @@ class Explorer:
         hit = bool(armed.hits)
         failing = [server for server in servers if not server.ready]
         undecided = bool(failing) and all(server.state == "undecided" for server in failing)
-        outcome = outcome_of(hit, bool(failing), undecided)
+        outcome = outcome_of(bool(armed.windows), bool(failing), undecided)
         failure = None
         if failing and outcome != "survived":
             failure = failure_line(next((s for s in failing if s.state != "undecided"), failing[0]))
