@@ -107,7 +107,13 @@ def test_the_html_report_shows_each_start_up_as_a_timeline_under_xdist(
     pids = {int(pid) for pid in re.findall(r"pid (\d+)", " ".join(naive["hits"]))}
     assert len(pids) == 2, naive["hits"]  # hover text: each server's pid, op and path
     # hover text: the operation, the path in the repo, the time
-    assert all(re.search(r" open (refs|snapshots|blobs)/\S+ at \d", hit) for hit in naive["hits"])
+    assert all(
+        re.search(
+            r" (open|os\.stat|os\.lstat|os\.access|os\.readlink) (refs|snapshots|blobs)/\S+ at \d",
+            hit,
+        )
+        for hit in naive["hits"]
+    )
     retry = section_of(sections, "test_fleet_under_pointer_swap[retry]")
     assert not retry["failed"] and retry["marks"]["sg-ready"] == 2 and retry["marks"]["sg-hit"] >= 2
     hang = section_of(sections, "test_hang_on_a_corrupt_config")
