@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_startup_guard.races.base import Race, RaceTarget, Target
+from pytest_startup_guard.races.base import Race, RaceTarget, Target, path_forms
 from pytest_startup_guard.races.triggers import (
     After,
     Chaos,
@@ -135,9 +135,10 @@ class ArmedRace:
     _holders: dict[int, _Holder] = field(default_factory=dict)  # pid (0: a timer) -> holder
     _watched: tuple[str, ...] = ()
     _cache_root: str = ""
-    _raced: tuple[str, ...] = ()  # the raced files' paths, as given and with folders resolved
-    _changed: frozenset[str] | None = None  # the same, for meets_change
-    _listed: frozenset[str] = frozenset()  # the folders that hold them
+    # What it changes, as given and with folders resolved (``path_forms``), and the folders
+    # that hold them: found once, at the first access judged.
+    _changed: frozenset[str] | None = None
+    _listed: frozenset[str] = frozenset()
     _clock_start: float | None = None  # after(): counts from here
 
     def __post_init__(self) -> None:
@@ -174,47 +175,29 @@ class ArmedRace:
         race says, else an access of one of ``changed_files`` (as given, or through a folder
         that is a symlink: those forms are found once, unobserved), or a listing of the folder
         that holds one where the race removes or adds a name (``Race.changes_names``)."""
-        if self._changed is None:
-            with unobserved():  # realpath looks at the cache: the plugin's own look, no access
-                changed = self.changed_files()
-                self._changed = frozenset(
-                    form
-                    for path_changed in changed
-                    for form in (
-                        str(path_changed),
-                        os.path.join(os.path.realpath(path_changed.parent), path_changed.name),
-                    )
-                )
-                self._listed = frozenset(
-                    form
-                    for path_changed in changed
-                    for form in (
-                        str(path_changed.parent),
-                        os.path.realpath(path_changed.parent),
-                    )
-                )
+        changed = self._changed_forms()
         absolute = os.path.abspath(path)
         if op in LISTING_OPS and self.race.changes_names and absolute in self._listed:
             return True
         if self.measured is None and type(self.race).is_hit is not Race.is_hit:
             return self.race.is_hit(self.target, path)
-        return absolute in self._changed
+        return absolute in changed
+
+    def _changed_forms(self) -> frozenset[str]:
+        """Every form of what it changes (``path_forms``), and of the folders that hold it:
+        found once, at the first access judged."""
+        if self._changed is None:
+            changed = self.changed_files()
+            self._listed = frozenset(form for path in changed for form in path_forms(path.parent))
+            self._changed = frozenset(form for path in changed for form in path_forms(path))
+        return self._changed
 
     def reads_raced_file(self, path: str) -> bool:
         """Whether an access of ``path`` reads the raced file (``Race.raced_files``: a hub
         file's pointer or blob, a path race's path or anything under it)."""
-        if not self._raced:
-            with unobserved():  # realpath looks at the cache: the plugin's own look
-                for raced in self.changed_files():
-                    for form in {
-                        str(raced),
-                        os.path.join(os.path.realpath(raced.parent), raced.name),
-                    }:
-                        self._raced += (form.rstrip(os.sep),)
+        changed = self._changed_forms()
         absolute = os.path.abspath(path)
-        return any(
-            absolute == raced or absolute.startswith(raced + os.sep) for raced in self._raced
-        )
+        return absolute in changed or any(absolute.startswith(form + os.sep) for form in changed)
 
     def changed_label(self) -> str:
         """What the race changes, for a message: a hub file by its name (``config.json``, its

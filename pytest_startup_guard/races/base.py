@@ -34,6 +34,13 @@ class HeldByProcess(Protocol):
     def stop(self) -> bool: ...
 
 
+def path_forms(path: Path) -> tuple[str, str]:
+    """``path`` as given and with its folder's symlinks resolved: the two ways a process may
+    name it. The resolving looks at the disk: the plugin's own look, never an access."""
+    with unobserved():
+        return str(path), os.path.join(os.path.realpath(path.parent), path.name)
+
+
 @dataclass(eq=False)
 class RaceState(MutableMapping[str, Any]):
     """What a race's ``open`` keeps for its ``close``, on its target. The built-in races keep
@@ -198,13 +205,7 @@ class Race:
         given or through a folder that is a symlink; accesses of other files in its folders,
         made while the window is open, are not hits."""
         absolute = os.path.abspath(path)
-        with unobserved():  # realpath looks at the cache: the plugin's own look, no access
-            for raced in self.raced_files(target):
-                if absolute == str(raced) or absolute == os.path.join(
-                    os.path.realpath(raced.parent), raced.name
-                ):
-                    return True
-        return False
+        return any(absolute in path_forms(raced) for raced in self.raced_files(target))
 
     def check(self, target: Target, /) -> None:
         """Refuse, when it is armed, a target this race cannot work on (a clear error)."""

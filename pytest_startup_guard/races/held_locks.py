@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
-from pytest_startup_guard.races.base import PathTarget, Race, RaceTarget, Target
+from pytest_startup_guard.races.base import PathTarget, Race, RaceTarget, Target, path_forms
 from pytest_startup_guard.runtime.observation import unobserved
 from pytest_startup_guard.runtime.protocol import PLAN_ENV, RUN_ENV
 from pytest_startup_guard.runtime.run_marker import new_tree
@@ -175,9 +175,7 @@ class LockHeld(Race):
 
     def is_hit(self, target: Target, /, path: str) -> bool:
         """An access of the lock file itself (its ``open``, or a ``flock``/``lockf`` on it)."""
-        lock = self.lock_of(target)
-        absolute = os.path.abspath(path)
-        return absolute in (str(lock), os.path.join(os.path.realpath(lock.parent), lock.name))
+        return os.path.abspath(path) in path_forms(self.lock_of(target))
 
     def raced_files(self, target: Target, /) -> tuple[Path, ...]:
         return (self.lock_of(target),)  # only code that takes the lock reads what this races
