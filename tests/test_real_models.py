@@ -349,16 +349,19 @@ def test_the_default_trigger_reaches_the_file_raced_and_only_its_accesses_are_hi
         from common import *
         from pytest_startup_guard import on_access
 
+        def two_servers(server_fleet, policy):
+            return server_fleet.launch(
+                SERVER + ["--policy", policy],
+                count=2,
+                ready=ready.http("/config", expect=loaded_the_model),
+            )
+
         @pytest.mark.parametrize("policy", ["retry", "naive"])
         def test_fleet(hub_cache, hub_race, server_fleet, policy):
             repo = add(hub_cache, "folder")
             filename = "model.safetensors"
             armed = hub_race.arm("pointer_swap", repo, filename)
-            fleet = server_fleet.launch(
-                SERVER + ["--policy", policy],
-                count=2,
-                ready=ready.http("/config", expect=loaded_the_model),
-            )
+            fleet = two_servers(server_fleet, policy)
             if policy == "retry":
                 fleet.assert_all_ready()
             else:
@@ -374,11 +377,7 @@ def test_the_default_trigger_reaches_the_file_raced_and_only_its_accesses_are_hi
                 "pointer_swap", repo, "model.safetensors",
                 trigger=on_access(nth=1, hold=0.001), allow_miss=True,
             )
-            fleet = server_fleet.launch(
-                SERVER + ["--policy", "naive"],
-                count=2,
-                ready=ready.http("/config", expect=loaded_the_model),
-            )
+            fleet = two_servers(server_fleet, "naive")
             fleet.assert_all_ready()
             assert armed.windows and not armed.hits, armed.hits
 
@@ -386,11 +385,7 @@ def test_the_default_trigger_reaches_the_file_raced_and_only_its_accesses_are_hi
         def test_case_placed_before_the_weights(startup_case, hub_cache, server_fleet):
             repo = add(hub_cache, "folder")
             startup_case.apply(repo, "model.safetensors")
-            fleet = server_fleet.launch(
-                SERVER + ["--policy", "naive"],
-                count=2,
-                ready=ready.http("/config", expect=loaded_the_model),
-            )
+            fleet = two_servers(server_fleet, "naive")
             startup_case.check(fleet)
         """
     )
