@@ -527,6 +527,28 @@ LAUNCH = [
         "empty",
     ),
     _fixture(
+        "launch_unknown_keyword",
+        "server_fleet.launch([PY, '-c', 'pass'], cont=2, ready=ready.log('up'))",
+        FLEET,
+        "'cont'",
+        "count",
+    ),
+    _fixture(
+        "launch_no_ready",
+        "server_fleet.launch([PY, '-c', 'pass'], count=2)",
+        FLEET,
+        "needs ready=",
+        "ready.http()",
+    ),
+    _fixture(
+        "explore_writer_takes_no_warm",
+        "server_fleet.explore_writer([PY, '-c', 'pass'], [PY, '-c', 'pass'], warm=True,"
+        " ready=ready.log('up'))",
+        FLEET,
+        "'warm'",
+        "timeout",
+    ),
+    _fixture(
         "launch_argv_int",
         "server_fleet.launch([PY, '-m', 'http.server', 8000], ready=ready.tcp())",
         FLEET,
