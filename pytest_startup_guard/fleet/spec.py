@@ -146,25 +146,13 @@ class LaunchSpec:
         )
         checked_env, checked_cwd, checked_cache = _where_members_run(env, cwd, cache, where)
         checked_ports = _ports(ports, checked_count, where) if ports is not None else None
-        checked_workers = (
-            whole_number(
-                "workers",
-                workers,
-                where,
-                minimum=1,
-                maximum=MAX_MEMBERS,
-                meaning="worker processes per member",
-            )
-            if workers is not None
-            else None
-        )
+        checked_workers = _workers(workers, where) if workers is not None else None
         native = flag("native_accesses", native_accesses, where)
         checked_warm, checked_preload = _warm(warm, preload, where)
         _placeholders(checked_argv, where, checked_count)
         _port_told(checked_argv, probe, checked_ports, where)
         check_faults(
-            faults,
-            LaunchShape(checked_count, needs_port(checked_argv, probe), probe.describe()),
+            faults, LaunchShape(checked_count, needs_port(checked_argv, probe), probe.describe())
         )
         return cls(
             argv=tuple(checked_argv),
@@ -218,6 +206,17 @@ def _where_members_run(
         _not_the_plugins(environment("env", env, where), where) if env is not None else None,
         folder("cwd", cwd, where) if cwd is not None else None,
         checked_cache,
+    )
+
+
+def _workers(workers: object, where: str) -> int:
+    return whole_number(
+        "workers",
+        workers,
+        where,
+        minimum=1,
+        maximum=MAX_MEMBERS,
+        meaning="worker processes per member",
     )
 
 
