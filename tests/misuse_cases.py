@@ -496,7 +496,7 @@ LAUNCH = [
         "server_fleet.launch(UP, count=0, ready=ready.log('up'))",
         FLEET,
         "count=0",
-        ">= 1",
+        "a whole number from 1 to 256",
     ),
     _fixture(
         "launch_ready_text",
@@ -603,7 +603,7 @@ LAUNCH = [
         "server_fleet.launch(UP, ready=ready.log('up'), workers=0)",
         FLEET,
         "workers=0",
-        ">= 1",
+        "a whole number from 1 to 256",
     ),
     _fixture(
         "launch_faults_text",

@@ -178,6 +178,11 @@ class ArmedRace:
         race says, else an access of one of ``changed_files`` (as given, or through a folder
         that is a symlink: those forms are found once, unobserved), or a listing of the folder
         that holds one where the race removes or adds a name (``Race.changes_names``)."""
+        if op in LOOK_OPS and not self.race.looks_meet():
+            # A rewrite in place keeps the name: a stat finds the file, and what is short or
+            # empty is the content, which only a read meets (huggingface_hub's isfile goes on
+            # to a read that may come after the window); a held flock no stat sees.
+            return False
         changed = self._changed_forms()
         absolute = os.path.abspath(path)
         if op in LISTING_OPS and self.race.changes_names and absolute in self._listed:

@@ -152,6 +152,11 @@ class LockHeld(Race):
         shown = "" if self.kind == "flock" else f"kind={self.kind!r}"
         return f"{type(self).__name__}({shown})"
 
+    def looks_meet(self) -> bool:
+        """A held flock or lockf is invisible to a stat; a soft lock is a file that exists only
+        while it is held, which a stat finds."""
+        return self.kind == "soft"
+
     def lock_of(self, target: Target) -> Path:
         """The lock file: a hub file's download lock, else the path itself."""
         if isinstance(target, RaceTarget):

@@ -610,7 +610,10 @@ class StartupCase:
             return {}
         controller = self.races.controller
         with controller.lock:
-            accesses = sorted([*controller.accesses, *controller.looks], key=lambda a: a.t)
+            # Looks only where a look meets the change (ArmedRace.meets_change): a race that
+            # removes a name, not a rewrite in place.
+            looks = controller.looks if armed.race.looks_meet() else []
+            accesses = sorted([*controller.accesses, *looks], key=lambda a: a.t)
         reads: dict[int, list[AccessEvent]] = {}
         for access in accesses:
             if (
