@@ -1231,6 +1231,7 @@ for _part in (
     "remote",
     "writer",
     "warm",
+    "report",
 ):
     try:
         _module = __import__(f"misuse_cases_{_part}")
