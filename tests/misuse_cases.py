@@ -1057,7 +1057,7 @@ OPTIONS = [
     ),
     _option("timeout_zero", "--startup-guard-timeout=0", "--startup-guard-timeout '0'", "positive"),
     _option("seed_negative", "--startup-guard-seed=-1", "--startup-guard-seed '-1'", "4294967295"),
-    _option("stress_zero", "--startup-guard-stress=0", "--startup-guard-stress '0'", ">= 1"),
+    _option("stress_zero", "--startup-guard-stress=0", "--startup-guard-stress '0'", "from 1"),
     _option(
         "explore_point_zero",
         "--startup-guard-explore-point=0",
@@ -1135,7 +1135,7 @@ ENVIRONMENT = [
         "true or false",
     ),
     _env("env_target_gpu", "STARTUP_GUARD_TARGET=gpu", "STARTUP_GUARD_TARGET 'gpu'", "cuda, rocm"),
-    _env("env_stress_fraction", "STARTUP_GUARD_STRESS=1.5", "STARTUP_GUARD_STRESS '1.5'", ">= 1"),
+    _env("env_stress_fraction", "STARTUP_GUARD_STRESS=1.5", "STARTUP_GUARD_STRESS '1.5'", "from 1"),
     _env(
         "env_explore_point_unused",
         "STARTUP_GUARD_EXPLORE_POINT=3",
@@ -1231,6 +1231,7 @@ for _part in (
     "remote",
     "writer",
     "warm",
+    "boundary",
     "report",
 ):
     try:

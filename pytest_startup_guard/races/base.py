@@ -189,6 +189,9 @@ class Race:
     # of the folder that holds what it changes meets the change too. False for a rewrite in
     # place, which a listing cannot see.
     changes_names: ClassVar[bool] = True
+    # What an access finds while the window is open, said of what it changed (``{what}``: the
+    # file's name, ``refs/main``): the words of a root-cause line ("model.safetensors gone").
+    found: ClassVar[str] = "{what} as the race left it"
 
     def raced_files(self, target: Target, /) -> tuple[Path, ...]:
         """What the race changes: the paths that look different while its window is open. An

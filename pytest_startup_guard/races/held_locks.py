@@ -130,6 +130,7 @@ class LockHeld(Race):
     compile or download lock that another process holds while it works."""
 
     name = "lock_held"
+    found = "{what} held by another process"
     # A whole download: huggingface_hub holds the lock across the HTTP request(s) of the blob,
     # which no offline benchmark can time (its local part, WeakFileLock taken, blob written
     # and moved: median 0.32 ms; benchmarks/bench_windows.py). 0.5 s, a small file's HEAD and
