@@ -51,3 +51,9 @@ class UnknownNameError(StartupGuardError, ValueError):
         )
         self.name = name
         self.known = known_sorted
+
+
+class UnreadableFileError(StartupGuardError, ValueError):
+    """A file the plugin reads back (a JSON report, a plan) that is not what it should be: not
+    a regular file, too big or too deep, not strict JSON, or not of its schema. The message
+    names the file, the field where there is one, and what was expected."""

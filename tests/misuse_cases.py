@@ -1232,6 +1232,7 @@ for _part in (
     "writer",
     "warm",
     "boundary",
+    "report",
 ):
     try:
         _module = __import__(f"misuse_cases_{_part}")
