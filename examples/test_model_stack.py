@@ -3,11 +3,11 @@
     pytest -p startup_guard examples/test_model_stack.py
 
 The server (``servers/model_server.py``, or ``servers/model_app.py`` under ``uvicorn --workers
-2``) loads a tiny model built here (``tiny_model.py``, no download): ``AutoConfig``, then
-``AutoTokenizer`` (``tokenizer.json`` read in Rust by ``tokenizers``), then the weights through
-``hf_hub_download`` and ``safetensors`` (read in Rust), in one file or in two shards. It knows
-what it should have loaded and fails closed on anything else, and it says each load error it
-meets, with the file.
+2``; ``model_stack.py`` launches them) loads a tiny model built here (``tiny_model.py``, no
+download): ``AutoConfig``, then ``AutoTokenizer`` (``tokenizer.json`` read in Rust by
+``tokenizers``), then the weights through ``hf_hub_download`` and ``safetensors`` (read in
+Rust), in one file or in two shards. It knows what it should have loaded and fails closed on
+anything else, and it says each load error it meets, with the file.
 
 ``pointer_swap`` on the weights with the default trigger: each process's window opens at its
 own first access of the weights' pointer, the last thing it loads. The ``naive`` server dies
@@ -20,63 +20,13 @@ made.
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import pytest
+from model_stack import REPO, launch_stack  # found through conftest.py, as zoo.py is
+from tiny_model import SHARDS, SINGLE_WEIGHTS, add_tiny_model
 
-from pytest_startup_guard import FakeHubCache, Fleet, ServerFleet, StartupCase, ready
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from tiny_model import SHARDS, add_tiny_model, expected  # noqa: E402
-
-SERVERS = HERE / "servers"
-REPO = "acme/stack"
-WORKERS = 2
-# The raced file of each weights layout: the one file, or the second shard of two.
-RACED = {"single": "model.safetensors", "sharded": SHARDS[1]}
-
-
-def launch(
-    server_fleet: ServerFleet, policy: str, topology: str, layout: str, **options: object
-) -> Fleet:
-    """Two single-process servers, or one ``uvicorn --workers 2`` with each worker judged."""
-    want = expected(sharded=layout == "sharded")
-    if topology == "single":
-        command = [
-            sys.executable, str(SERVERS / "model_server.py"), "--model", REPO,
-            "--port", "{port}", "--policy", policy, "--weights", want["weights"],
-        ]  # fmt: skip
-        return server_fleet.launch(
-            command,
-            count=2,
-            ready=ready.http("/health"),
-            env={"EXPECT": json.dumps(want)},
-            native_accesses=True,
-            **options,
-        )
-    command = [
-        str(Path(sys.executable).parent / "uvicorn"), "model_app:app", "--app-dir", str(SERVERS),
-        "--host", "127.0.0.1", "--port", "{port}", "--workers", str(WORKERS),
-    ]  # fmt: skip
-    env = {
-        "REPO_ID": REPO,
-        "RETRY": "1" if policy == "retry" else "0",
-        "WEIGHTS": want["weights"],
-        "EXPECT": json.dumps(want),
-    }
-    return server_fleet.launch(
-        command,
-        count=1,
-        workers=WORKERS,
-        ready=ready.http("/health"),
-        env=env,
-        native_accesses=True,
-        **options,
-    )
+from pytest_startup_guard import FakeHubCache, ServerFleet, StartupCase
 
 
 @pytest.mark.startup_races(transient=["pointer_swap"])
@@ -92,8 +42,8 @@ def test_weights_raced(
 ) -> None:
     """The naive stack fails, naming the weights; the retrying one comes up."""
     repo = add_tiny_model(hub_cache, REPO, tmp_path)
-    startup_case.apply(repo, RACED["single"])
-    startup_case.check(launch(server_fleet, policy, topology, "single"))
+    startup_case.apply(repo, SINGLE_WEIGHTS)
+    startup_case.check(launch_stack(server_fleet, policy, topology))
 
 
 @pytest.mark.startup_races(transient=["pointer_swap"])
@@ -108,5 +58,5 @@ def test_one_shard_of_two_raced(
     """The same with sharded weights, the second shard raced: the read of the first shard
     before it meets nothing; the second's meets the change."""
     repo = add_tiny_model(hub_cache, REPO, tmp_path, sharded=True)
-    startup_case.apply(repo, RACED["sharded"])
-    startup_case.check(launch(server_fleet, policy, "single", "sharded"))
+    startup_case.apply(repo, SHARDS[1])
+    startup_case.check(launch_stack(server_fleet, policy, "single", sharded=True))

@@ -9,7 +9,8 @@ jittered retry of the whole load; ``EXPECT``: what the worker must have loaded),
 the lines each worker says about it (``pid N: load error on FILE: ...``, ``pid N: loaded ...``,
 ``pid N: failed to load ...``, also appended to ``$LOAD_LOG``). A failed load is reported as
 Starlette and FastAPI report it (``asgi_app.py`` says why): a ``lifespan.startup.failed``
-message, then the exception again; the worker exits with code 3.
+message (here the line that says why, after the traceback), then the exception again; the
+worker exits with code 3.
 
 ``GET /health``: 200 ``ok``; ``GET /config``: what the worker loaded and its pid, as JSON.
 """
@@ -18,11 +19,10 @@ from __future__ import annotations
 
 import json
 import os
-import traceback
 from typing import Any
 
 from asgi_app import Receive, Send, reply  # the plain-ASGI plumbing of the config app
-from model_server import WEIGHTS, load
+from model_server import WEIGHTS, give_up, load
 
 # What this worker loaded, once its lifespan start-up loaded it.
 LOADED: dict[str, Any] = {}
@@ -43,8 +43,8 @@ async def lifespan(receive: Receive, send: Send) -> None:
     assert message["type"] == "lifespan.startup"
     try:
         LOADED.update(model_of_this_worker())
-    except BaseException:
-        await send({"type": "lifespan.startup.failed", "message": traceback.format_exc()})
+    except Exception:
+        await send({"type": "lifespan.startup.failed", "message": give_up(os.environ["REPO_ID"])})
         raise
     await send({"type": "lifespan.startup.complete"})
     message = await receive()

@@ -22,7 +22,8 @@ gives other ids. The server's own output is the truth about what it met, one lin
 
 - ``pid N: load error on FILE: TYPE: MESSAGE``: an error met while loading FILE;
 - ``pid N: loaded MODEL``: the whole model, as expected;
-- ``pid N: failed to load MODEL``: it gives up (then it exits 1).
+- ``pid N: failed to load MODEL: load error on FILE: ...``: it gives up, after its traceback
+  (then it exits 1), naming the last load error it met.
 
 It serves ``GET /health`` (200 once the model is loaded) and ``GET /config`` (what it loaded:
 the model type, the token ids of a probe text and every tensor's shape, as JSON). What it does
@@ -48,6 +49,8 @@ from config_server import serve, with_retry  # the same server and retry as the 
 PROBE_TEXT = "hello world"
 WEIGHTS = "model.safetensors"
 MAX_RETRIES = 6
+# The load errors this process met, in order: its last one is its reason to give up.
+MET: list[str] = []
 
 
 class WrongModel(ValueError):
@@ -70,7 +73,8 @@ def loading(filename: str) -> Iterator[None]:
         yield
     except Exception as error:
         message = " ".join(str(error).split())[:300]
-        say(f"pid {os.getpid()}: load error on {filename}: {type(error).__name__}: {message}")
+        MET.append(f"load error on {filename}: {type(error).__name__}: {message}")
+        say(f"pid {os.getpid()}: {MET[-1]}")
         raise
 
 
@@ -136,20 +140,23 @@ def load_model(
 def load(
     model: str, policy: str, weights: str = WEIGHTS, expect: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The whole load, once (``naive``) or retried (``retry``); a final failure is said."""
-    try:
-        if policy == "naive":
-            return load_model(model, weights, expect)
-        if policy == "retry":
-            return with_retry(
-                lambda: load_model(model, weights, expect),
-                f"loading {model}",
-                max_retries=MAX_RETRIES,
-            )
-        raise ValueError(f"unknown policy {policy!r}")
-    except Exception:
-        say(f"pid {os.getpid()}: failed to load {model}")
-        raise
+    """The whole load, once (``naive``) or retried (``retry``)."""
+    if policy == "naive":
+        return load_model(model, weights, expect)
+    if policy == "retry":
+        return with_retry(
+            lambda: load_model(model, weights, expect), f"loading {model}", max_retries=MAX_RETRIES
+        )
+    raise ValueError(f"unknown policy {policy!r}")
+
+
+def give_up(model: str) -> str:
+    """Print the traceback being handled, then say why this process gives up (its last line, so
+    that the tail of its output holds it); return that line."""
+    traceback.print_exc()
+    line = f"pid {os.getpid()}: failed to load {model}: {MET[-1] if MET else 'no load error said'}"
+    say(line)
+    return line
 
 
 def main() -> int:
@@ -165,8 +172,8 @@ def main() -> int:
     try:
         loaded = load(args.model, args.policy, args.weights, json.loads(expect) if expect else None)
     except Exception:
-        traceback.print_exc()
         print(f"server failed to start: could not load the model {args.model}", file=sys.stderr)
+        give_up(args.model)
         return 1
     serve(loaded, args.port)
     return 0

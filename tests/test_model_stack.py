@@ -1,0 +1,126 @@
+"""The example model stack under races, as users run it: config, tokenizer and weights.
+
+``examples/model_stack.py`` launches the stack (``examples/servers/model_server.py`` as two
+processes, ``model_app.py`` under ``uvicorn --workers 2``) on the tiny model that
+``examples/tiny_model.py`` builds; each server knows what it should have loaded and says each
+load error it meets, with the file. The verdicts are checked against that: a naive stack dies
+of a race on its weights and the case fails naming the weights, with every process having met
+the change; a retrying one comes up and passes; a race on one shard of two is met at that
+shard only; a file read only in Rust (``tokenizer.json``, by ``tokenizers``) is met with
+``native_accesses=True``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+COMMON = f"""
+import json
+import sys
+
+import pytest
+
+sys.path.insert(0, {str(EXAMPLES)!r})
+from model_stack import REPO, launch_stack
+from tiny_model import SHARDS, SINGLE_WEIGHTS, add_tiny_model
+"""
+
+RACED = """
+from common import *
+
+@pytest.mark.startup_races(transient=[{race!r}])
+@pytest.mark.parametrize("policy", ["naive", "retry"])
+def test_stack(startup_case, hub_cache, server_fleet, tmp_path, policy):
+    sharded = {filename!r} in SHARDS
+    repo = add_tiny_model(hub_cache, REPO, tmp_path, sharded=sharded)
+    startup_case.apply(repo, {filename!r})
+    startup_case.check(launch_stack(server_fleet, policy, {topology!r}, sharded=sharded))
+"""
+
+
+@pytest.fixture
+def stack_pytester(guard_pytester: pytest.Pytester) -> pytest.Pytester:
+    guard_pytester.makepyfile(common=COMMON)
+    guard_pytester.syspathinsert()
+    return guard_pytester
+
+
+def run_raced(
+    pytester: pytest.Pytester, race: str, filename: str, topology: str
+) -> tuple[pytest.RunResult, dict[str, dict[str, object]]]:
+    """The naive and the retrying stack under ``race`` on ``filename``: the run and each
+    test's entry of the JSON report, by policy."""
+    pytester.makepyfile(RACED.format(race=race, filename=filename, topology=topology))
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "startup_guard", "-rA", f"--startup-guard-report={report}"
+    )
+    tests = json.loads(report.read_text())["tests"]
+    return result, {test["nodeid"].rsplit("-", 1)[-1].rstrip("]"): test for test in tests}
+
+
+def processes_that_met(test: dict[str, object], filename: str) -> set[int]:
+    """The pids of the race's hits; every hit must be an access of ``filename``."""
+    (race,) = test["races"]  # type: ignore[misc]
+    hits = race["hits"]
+    assert hits and all(hit["path"].endswith("/" + filename) for hit in hits), hits
+    return {hit["pid"] for hit in hits}
+
+
+def workers_of(test: dict[str, object]) -> set[int]:
+    """The pids of the processes that loaded the model: the members, or their workers."""
+    pids = set()
+    for fleet in test["fleets"]:  # type: ignore[attr-defined]
+        for server in fleet["servers"]:
+            workers = [w["pid"] for w in server["workers"] if w["startup_work"]]
+            pids |= set(workers) if workers else {server["pid"]}
+    return pids
+
+
+@pytest.mark.parametrize("topology", ["single", "workers"])
+def test_a_naive_stack_fails_naming_its_weights_and_a_retrying_one_passes(
+    stack_pytester: pytest.Pytester, topology: str
+) -> None:
+    result, tests = run_raced(stack_pytester, "pointer_swap", "model.safetensors", topology)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*PASSED*test_stack*retry*", "*FAILED*test_stack*naive*"])
+    failure = tests["naive"]["attempts"][0]["failure"]
+    assert "model.safetensors" in failure and "LocalEntryNotFoundError" in failure, failure
+    # The servers' own account: each process died of the weights, as it said itself.
+    output = result.stdout.str()
+    assert "load error on model.safetensors: LocalEntryNotFoundError" in output, output
+    for policy in ("naive", "retry"):
+        # Every process that loaded met the change: two members, or two workers of one.
+        met = processes_that_met(tests[policy], "model.safetensors")
+        assert met == workers_of(tests[policy]) and len(met) == 2, (policy, met)
+    assert tests["retry"]["absorbed"]["servers"] == (2 if topology == "single" else 1)
+
+
+def test_one_shard_of_two_is_met_at_that_shard(stack_pytester: pytest.Pytester) -> None:
+    shard = "model-00002-of-00002.safetensors"
+    result, tests = run_raced(stack_pytester, "pointer_swap", shard, "single")
+    result.assert_outcomes(passed=1, failed=1)
+    failure = tests["naive"]["attempts"][0]["failure"]
+    assert shard in failure and "model-00001-of-00002" not in failure, failure
+    assert f"load error on {shard}: LocalEntryNotFoundError" in result.stdout.str()
+    for policy in ("naive", "retry"):
+        assert len(processes_that_met(tests[policy], shard)) == 2, policy
+
+
+def test_a_file_read_only_in_rust_is_met_with_native_accesses(
+    stack_pytester: pytest.Pytester,
+) -> None:
+    """``blob_rewrite`` cuts the blob of ``tokenizer.json`` short: only ``tokenizers`` (Rust)
+    reads its bytes. Both processes are seen to meet it; the naive ones die of it, saying so,
+    and the retrying ones come up."""
+    result, tests = run_raced(stack_pytester, "blob_rewrite", "tokenizer.json", "single")
+    result.assert_outcomes(passed=1, failed=1)
+    assert "load error on tokenizer.json" in result.stdout.str()
+    for policy in ("naive", "retry"):
+        (race,) = tests[policy]["races"]
+        assert len({hit["pid"] for hit in race["hits"]}) == 2, (policy, race["hits"])
