@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,7 @@ class Case:
     accounts: dict[int, Account]
     member_exits: dict[int, int | None]
     failure: str = ""
+    hits: list[str] = field(default_factory=list)  # the plugin's account: "pid OP FILE"
 
     @property
     def truth(self) -> str:
@@ -222,6 +224,11 @@ def case_of(test: dict[str, Any], logs: Path) -> Case:
     failure = ""
     for attempt in test.get("attempts") or ():
         failure = failure or (attempt.get("failure") or "")
+    hits = [
+        f"pid {hit['pid']} {hit['op']} {Path(hit['path']).name}"
+        for race in test.get("races") or ()
+        for hit in race["hits"]
+    ]
     return Case(
         name=name,
         kind=str(verdict.get("kind", "?")),
@@ -233,6 +240,7 @@ def case_of(test: dict[str, Any], logs: Path) -> Case:
         accounts=accounts_of(logs / f"{name}.log"),
         member_exits={int(pid): code for pid, code in exits.items()},
         failure=failure,
+        hits=sorted(set(hits)),
     )
 
 
@@ -262,6 +270,11 @@ def measure(quick: bool, seed: int = 40) -> dict[str, Any]:
     matrix = quick_matrix() if quick else full_matrix()
     with tempfile.TemporaryDirectory(prefix="truth-stack-") as scratch:
         cases = run_cases(Path(scratch), matrix, seed)
+        keep = os.environ.get("TRUTH_KEEP")  # a folder for the logs and the report, to look into
+        if keep:
+            shutil.copytree(Path(scratch) / "logs", Path(keep) / "logs", dirs_exist_ok=True)
+            if (Path(scratch) / "report.json").exists():
+                shutil.copy(Path(scratch) / "report.json", Path(keep) / "report.json")
     judgements = Counter(case.judgement for case in cases)
     findings = [
         {
@@ -271,6 +284,7 @@ def measure(quick: bool, seed: int = 40) -> dict[str, Any]:
             "plugin": "passed" if case.plugin_passed else "failed",
             "servers said": case.accounts_in_words(),
             "member exits": case.member_exits,
+            "plugin's hits": case.hits[:8],
             "plugin's failure": case.failure[:600],
         }
         for case in cases

@@ -72,20 +72,20 @@ _WEIGHTS_MET = (r"pointer_swap hit [1-9]\d*x on model\.safetensors", r"met by 2 
 _WEIGHTS_SAID = r"said: load error on model\.safetensors: LocalEntryNotFoundError"
 STACK_REASON = {
     ("naive", "single"): (
-        r"^0 of 2 up",
+        r"(?:^|; )0 of 2 up",
         r"server [01] exited with code 1, [1-9]\d* hits?: LocalEntryNotFoundError: ",
         *_WEIGHTS_MET,
         _WEIGHTS_SAID,
     ),
     ("naive", "workers"): (
-        r"^0 of 1 up",
+        r"(?:^|; )0 of 1 up",
         r"server 0 exited with code 0, 2 of 2 workers failed with code 3, [1-9]\d* hits?: "
         r"LocalEntryNotFoundError: ",
         *_WEIGHTS_MET,
         _WEIGHTS_SAID,
     ),
-    ("retry", "single"): (r"^2 of 2 up", *_WEIGHTS_MET, r"2 absorbed it"),
-    ("retry", "workers"): (r"^1 of 1 up", *_WEIGHTS_MET, r"1 absorbed it"),
+    ("retry", "single"): (r"(?:^|; )2 of 2 up", *_WEIGHTS_MET, r"2 absorbed it"),
+    ("retry", "workers"): (r"(?:^|; )1 of 1 up", *_WEIGHTS_MET, r"1 absorbed it"),
 }
 SAID = re.compile(r"^pid \d+: (?:failed to load \S+: )?(load error on \S+: \w+)")
 COLD_ID = re.compile(r"test_(cold|warm)_cache\[(\w+)\]")
@@ -316,21 +316,21 @@ def run_model_stack(seed: int, workdir: Path) -> list[Row]:
 
 
 def stack_observed(row: Row) -> str:
-    """What a model-stack row observed: ``observed`` with how many processes met the change
-    (the race's hits per process) and the first load error a server said it met."""
-    parts = [observed(row)]
+    """What a model-stack row observed: how many processes met the change (the race's hits per
+    process) and the first load error a server said it met, then ``observed``."""
+    parts = []
     for race in row.facts.get("races", ()):
         met = len(race.get("hits_per_process") or ())
         parts.append(f"met by {met} process{'es' if met != 1 else ''}")
     servers = [server for fleet in row.facts.get("fleets", ()) for server in fleet["servers"]]
-    for server in servers:
-        said = [
-            m.group(1) for m in map(SAID.match, (server.get("output_tail") or "").split("\n")) if m
-        ]
-        if said:
-            parts.append(f"said: {said[0]}")
-            break
-    return "; ".join(parts)
+    said = [
+        match.group(1)
+        for server in servers
+        for match in map(SAID.match, (server.get("output_tail") or "").splitlines())
+        if match
+    ]
+    parts += [f"said: {said[0]}"] if said else []
+    return "; ".join([*parts, observed(row)])
 
 
 def stack_table(rows: list[Row]) -> bool:
