@@ -19,11 +19,13 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SAID_LOAD = re.compile(r"^pid (\d+): (load error on \S+: \w+)")
 GAVE_UP = re.compile(r"^pid \d+: failed to load \S+: (load error on \S+: \w+)")
 
 COMMON = f"""
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -41,7 +43,10 @@ def test_stack(startup_case, hub_cache, server_fleet, tmp_path, policy):
     sharded = {filename!r} in SHARDS
     repo = add_tiny_model(hub_cache, REPO, tmp_path, sharded=sharded)
     startup_case.apply(repo, {filename!r})
-    startup_case.check(launch_stack(server_fleet, policy, {topology!r}, sharded=sharded))
+    log = Path({logs!r}) / (policy + ".log")
+    startup_case.check(
+        launch_stack(server_fleet, policy, {topology!r}, sharded=sharded, load_log=log)
+    )
 """
 
 
@@ -57,7 +62,12 @@ def run_raced(
 ) -> tuple[pytest.RunResult, dict[str, dict[str, object]]]:
     """The naive and the retrying stack under ``race`` on ``filename``: the run and each
     test's entry of the JSON report, by policy."""
-    pytester.makepyfile(RACED.format(race=race, filename=filename, topology=topology))
+    (pytester.path / "logs").mkdir()
+    pytester.makepyfile(
+        RACED.format(
+            race=race, filename=filename, topology=topology, logs=str(pytester.path / "logs")
+        )
+    )
     report = pytester.path / "report.json"
     result = pytester.runpytest_subprocess(
         "-p", "startup_guard", "-rA", f"--startup-guard-report={report}"
@@ -113,6 +123,10 @@ def test_a_naive_stack_fails_naming_its_weights_and_a_retrying_one_passes(
         met = processes_that_met(tests[policy], "model.safetensors")
         assert met == workers_of(tests[policy]) and len(met) == 2, (policy, met)
     assert tests["retry"]["absorbed"]["servers"] == (2 if topology == "single" else 1)
+    # ... and by their own account each retrying process met the change and came up.
+    met = accounts(stack_pytester, "retry")
+    for pid in workers_of(tests["retry"]):
+        assert any(e.startswith("load error on model.safetensors") for e in met.get(pid, ())), met
 
 
 def test_one_shard_of_two_is_met_at_that_shard(stack_pytester: pytest.Pytester) -> None:
@@ -126,18 +140,48 @@ def test_one_shard_of_two_is_met_at_that_shard(stack_pytester: pytest.Pytester) 
         assert len(processes_that_met(tests[policy], shard)) == 2, policy
 
 
+class VacuousGreen(AssertionError):
+    """The plugin passed a case in which a process never met the change, by its own account."""
+
+
+def accounts(pytester: pytest.Pytester, policy: str) -> dict[int, list[str]]:
+    """What each process of a policy's test said it met: its load errors, by pid (each server
+    appends its own lines to the test's log, ``$LOAD_LOG``)."""
+    met: dict[int, list[str]] = {}
+    log = pytester.path / "logs" / f"{policy}.log"
+    for line in log.read_text().splitlines() if log.exists() else ():
+        match = SAID_LOAD.match(line)
+        if match:
+            met.setdefault(int(match.group(1)), []).append(match.group(2))
+    return met
+
+
+@pytest.mark.xfail(
+    strict=False,
+    raises=VacuousGreen,
+    reason="races/: a look (huggingface_hub's os.stat of the pointer) opens the default window"
+    " of blob_rewrite and counts as a hit, though it cannot see the blob cut short; the read in"
+    " Rust may come after the window closed (seen by the truth benchmark under load)",
+)
 def test_a_file_read_only_in_rust_is_met_with_native_accesses(
     stack_pytester: pytest.Pytester,
 ) -> None:
     """``blob_rewrite`` cuts the blob of ``tokenizer.json`` short: only ``tokenizers`` (Rust)
-    reads its bytes. Both processes are seen to meet it; the naive ones die of it, saying so,
-    and the retrying ones come up."""
+    reads its bytes, seen with ``native_accesses=True``. A green case needs each process to have
+    met the short blob (said a load error on tokenizer.json) and come up: the naive stack dies
+    of it (red); the retrying one absorbs it."""
     result, tests = run_raced(stack_pytester, "blob_rewrite", "tokenizer.json", "single")
+    for policy, test in tests.items():
+        met = accounts(stack_pytester, policy)
+        unmet = [
+            pid
+            for pid in workers_of(test)
+            if not any("tokenizer.json" in e for e in met.get(pid, ()))
+        ]
+        if test["outcome"] == "passed" and unmet:
+            raise VacuousGreen(f"{policy}: pids {unmet} never met it ({met}); {test['races']}")
     result.assert_outcomes(passed=1, failed=1)
-    assert "load error on tokenizer.json" in result.stdout.str()
-    for policy in ("naive", "retry"):
-        (race,) = tests[policy]["races"]
-        assert len({hit["pid"] for hit in race["hits"]}) == 2, (policy, race["hits"])
+    result.stdout.fnmatch_lines(["*PASSED*test_stack*retry*"])
 
 
 MISSING_BLOB = """
