@@ -51,7 +51,8 @@ http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 def test_a_rust_loaders_failure_names_the_process_the_change_and_its_exception(
     real_model: pytest.Pytester,  # noqa: F811 - the fixture imported above
 ) -> None:
-    """The naive model server under blob_rewrite on its weights (default trigger): each dies
+    """The naive model server under blob_rewrite on its weights (default trigger, native
+    accesses: a rewrite in place is met by the read, which safetensors makes in Rust): each dies
     with safetensors' ``header too small``, which names no file; the failure says which pid met
     which change (model.safetensors empty or short), at which access and when, then that line."""
     real_model.makepyfile(
@@ -62,7 +63,10 @@ def test_a_rust_loaders_failure_names_the_process_the_change_and_its_exception(
             repo = add(hub_cache, "folder")
             hub_race.arm("blob_rewrite", repo, "model.safetensors")
             server_fleet.launch(
-                SERVER + ["--policy", "naive"], count=2, ready=ready.http("/config")
+                SERVER + ["--policy", "naive"],
+                count=2,
+                ready=ready.http("/config"),
+                native_accesses=True,  # the weights are read in Rust
             ).assert_all_ready()
         """
     )
