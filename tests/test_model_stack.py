@@ -156,13 +156,6 @@ def accounts(pytester: pytest.Pytester, policy: str) -> dict[int, list[str]]:
     return met
 
 
-@pytest.mark.xfail(
-    strict=False,
-    raises=VacuousGreen,
-    reason="races/: a look (huggingface_hub's os.stat of the pointer) opens the default window"
-    " of blob_rewrite and counts as a hit, though it cannot see the blob cut short; the read in"
-    " Rust may come after the window closed (seen by the truth benchmark under load)",
-)
 def test_a_file_read_only_in_rust_is_met_with_native_accesses(
     stack_pytester: pytest.Pytester,
 ) -> None:
@@ -199,14 +192,6 @@ class FalseRed(AssertionError):
     """The plugin failed a case that the servers' own account says held."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=FalseRed,
-    reason="verdicts/fail_closed.py _readers counts only FILE_OPS: a worker that only looked at"
-    " the dangling pointer (huggingface_hub's os.path.exists) is no reader, so the supervisor's"
-    " exit code 0 is judged (found by the truth benchmark: 8 false reds of 8 missing_blob cases"
-    " under uvicorn --workers 2)",
-)
 def test_workers_that_fail_closed_on_a_missing_blob_pass_whatever_the_supervisor_exits_with(
     stack_pytester: pytest.Pytester,
 ) -> None:
