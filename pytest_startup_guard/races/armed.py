@@ -92,6 +92,9 @@ class _Holder:
     accesses_left: int | None = None  # with on_access(accesses=N)
     blocked: Callable[[], float] | None = None  # seconds the process was held at its accesses
     blocked_at_start: float = 0.0
+    # Ended by the wall-time cap (MAX_STRETCH x the hold) before the process had the hold in
+    # its own time: an access it was let go at may have run after the window closed.
+    cut: bool = False
 
     def own(self, now: float) -> float:
         """The process's own time since the hold began, less the time held at its accesses."""
@@ -107,7 +110,10 @@ class _Holder:
             return True
         wall = now - self.clock.started
         own = self.own(now)
-        if own >= self.hold or wall >= self.hold * MAX_STRETCH:
+        if own >= self.hold:
+            return True
+        if wall >= self.hold * MAX_STRETCH:
+            self.cut = True
             return True
         self.until = min(now + (self.hold - own), self.clock.started + self.hold * MAX_STRETCH)
         return False
@@ -143,6 +149,9 @@ class ArmedRace:
     _listed: frozenset[str] = frozenset()
     _clock_start: float | None = None  # after(): counts from here
     _found: dict[str, str] = field(default_factory=dict)  # path -> found_at(path), said once
+    # pid -> the windows in which its hold was cut by the wall-time cap (``_Holder.cut``): its
+    # hits there do not prove it met the change (a busy machine may have run its access late).
+    cut_short: dict[int, set[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.trigger, OnAccess):  # no hold given: the race's window + margin
@@ -382,7 +391,8 @@ class ArmedRace:
             self._holders[0] = _Holder(until=now + self.trigger.hold)
             self.open(now, None, None)
         for pid in [pid for pid, holder in self._holders.items() if holder.over(now)]:
-            del self._holders[pid]
+            if self._holders.pop(pid).cut and pid and self.windows:
+                self.cut_short.setdefault(pid, set()).add(len(self.windows) - 1)
         if self.is_open and not self._holders and not isinstance(self.trigger, (Chaos, Placed)):
             self.close(now)
 

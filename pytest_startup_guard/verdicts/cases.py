@@ -70,6 +70,7 @@ from pytest_startup_guard.runtime.events import (
     TEST_PROCESS,
     AccessEvent,
 )
+from pytest_startup_guard.runtime.own_time import MAX_STRETCH
 from pytest_startup_guard.verdicts.exploring import CaseExploration
 from pytest_startup_guard.verdicts.fail_closed import corrupt_problems, stale_problems
 from pytest_startup_guard.verdicts.kinds import KINDS, WORDS, CaseKind
@@ -554,7 +555,31 @@ class StartupCase:
                 )
             elif server.ready:
                 problems.extend(self._not_judged(server, readers))
+                problems.extend(self._cut_short(server))
         return problems + failed(self._unhit_readers(fleet))
+
+    def _cut_short(self, server: Server) -> list[Problem]:
+        """A process of a member that started up whose every hit was in a window its hold was
+        cut in (``ArmedRace.cut_short``: MAX_STRETCH x the hold of wall time passed before it had
+        the hold in its own time): the access it was let go at may have run after the window
+        closed, so surviving is not shown: undecided, the machine's doing, never green."""
+        armed = self.armed
+        if armed is None or not armed.cut_short:
+            return []
+        windows: dict[int, set[int]] = {}
+        for hit in server.hits:
+            if hit in armed.hits:
+                windows.setdefault(hit.pid, set()).add(hit.window)
+        return [
+            Problem.undecided(
+                f"server {server.index}: pid {pid} met the change, but the machine was too busy"
+                f" to hold its window for {self._raced_name()} in its own time (it was closed"
+                f" after {MAX_STRETCH:g} x the hold of wall time), so its access may have run"
+                " after the window closed: whether it survived the race is not known"
+            )
+            for pid, met in sorted(windows.items())
+            if met <= armed.cut_short.get(pid, set())
+        ]
 
     def _not_judged(self, server: Server, readers: set[int]) -> list[Problem]:
         """A member that started up, each of whose processes that did start-up work (its
