@@ -24,6 +24,9 @@ Failing = Literal["failed", "undecided"]  # what a problem makes of a start-up
 Outcome = Literal["survived", "not reached"] | Failing
 OUTCOMES: tuple[Outcome, ...] = ("survived", "failed", "undecided", "not reached")
 UNDECIDED_MARK = "UNDECIDED: "  # how an undecided problem's line begins, for a person
+# An access point that opt-in pruning did not run: its outcome is another point's, by a rule
+# with an assumption (``races/point_groups.py``), never a run of its own.
+INFERRED = "inferred, not run"
 
 
 @dataclass(frozen=True)
