@@ -115,10 +115,11 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.2f} to {max(values):.2f}"
 
 
-def agreement(bench: Bench, variant: Variant) -> tuple[int, int, bool]:
+def agreement(bench: Bench, variant: Variant) -> tuple[int, int, bool, int]:
     """Explore ``variant`` with every point run, then with ``prune=True``: (points, points that
-    ended alike, whether the verdicts agree)."""
+    ended alike, whether the verdicts agree, points pruning inferred)."""
     ends = []
+    inferred = 0
     for prune in (False, True):
         with bench.test() as (cache, _races, fleets):
             repo = cache.add_model(
@@ -136,24 +137,28 @@ def agreement(bench: Bench, variant: Variant) -> tuple[int, int, bool]:
                 prune=prune,
             )
             ends.append([(p.point.number, p.outcome) for p in exploration.points])
+            inferred = len(exploration.covered)  # the older name: main's pruning has no other
     full, pruned = ends
     alike = sum(1 for a, b in zip(full, pruned, strict=False) if a == b)
     verdict = all(o == "survived" for _, o in full) == all(o == "survived" for _, o in pruned)
-    return len(full), alike, verdict
+    return len(full), alike, verdict, inferred
 
 
 def agreement_figures(bench: Bench, how_many: int) -> list[Figure]:
-    points = alike = verdicts = 0
+    points = alike = verdicts = inferred = 0
     disagreeing = []
     for variant in variants(how_many):
-        found, same, verdict = agreement(bench, variant)
+        found, same, verdict, guessed = agreement(bench, variant)
         points, alike, verdicts = points + found, alike + same, verdicts + verdict
+        inferred += guessed
         if same != found or not verdict:
             disagreeing.append(f"#{variant.number} {variant.words()}")
+        print(f"agreement #{variant.number}: {same} of {found} points alike", file=sys.stderr)
     share, verdict_share = 100 * alike / max(points, 1), 100 * verdicts / how_many
-    detail = f"{how_many} start-ups built to break equivalence, {points} points" + (
-        "; disagreeing: " + " | ".join(disagreeing) if disagreeing else ""
-    )
+    detail = (
+        f"{how_many} start-ups built to break equivalence, {points} points, {inferred} of them"
+        " inferred by prune=True"
+    ) + ("; disagreeing: " + " | ".join(disagreeing) if disagreeing else "")
     return [
         figure(
             "explore, agreement: points where prune=True ends as every point run",
