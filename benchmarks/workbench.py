@@ -18,6 +18,7 @@ from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.ports import PortLeases
 from pytest_startup_guard.fleet.reaper import Reaper
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
+from pytest_startup_guard.fleet.warm.templates import WarmTemplates
 from pytest_startup_guard.races.hubrace import HubRace
 from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.runtime.controller import RuntimeController
@@ -36,6 +37,7 @@ class Bench:
     folder: Path
     leases: PortLeases
     reaper: Reaper
+    templates: WarmTemplates  # kept for the whole bench, as a pytest session keeps them
     counter: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -63,6 +65,7 @@ class Bench:
                 default_timeout=60,
                 default_cache=cache,
                 races=races,
+                warm_templates=self.templates,
             )
         )
         try:
@@ -122,8 +125,10 @@ def first_failure(fleet: Fleet, started: float, *, hung: bool = False) -> float 
 def workbench() -> Iterator[Bench]:
     folder = Path(tempfile.mkdtemp(prefix="bench-"))
     reaper = Reaper()
+    templates = WarmTemplates(folder / "warm", reaper)
     try:
-        yield Bench(folder, PortLeases(folder / "ports"), reaper)
+        yield Bench(folder, PortLeases(folder / "ports"), reaper, templates)
     finally:
+        templates.close()  # before the reaper: it would end them as left behind
         reaper.close()
         shutil.rmtree(folder, ignore_errors=True)

@@ -26,6 +26,9 @@ Failing = Literal["failed", "undecided", "not judged"]  # what a problem makes o
 Outcome = Literal["survived", "not reached"] | Failing
 OUTCOMES: tuple[Outcome, ...] = ("survived", "failed", "undecided", "not reached")
 UNDECIDED_MARK = "UNDECIDED: "  # how an undecided problem's line begins, for a person
+# An access point that opt-in pruning did not run: its outcome is another point's, by a rule
+# with an assumption (``races/point_groups.py``), never a run of its own.
+INFERRED = "inferred, not run"
 
 
 @dataclass(frozen=True)

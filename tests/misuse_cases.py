@@ -666,7 +666,7 @@ EXPLORE = [
         " ready=ready.log('up'), prune='yes')",
         FLEET,
         "prune='yes'",
-        "False (explore every point)",
+        "False (run every point, the default)",
     ),
     _fixture(
         "explore_race_unknown",

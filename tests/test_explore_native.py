@@ -137,29 +137,30 @@ def test_retry(hub_cache, server_fleet):
 
 
 def test_sequential_pruned(hub_cache, server_fleet):
-    # One member on the one cache: #1 (refs/main) first meets the native read #2, which is
-    # explored; #3 comes after it and ends as a clean start-up does.
+    # One member on the one cache, opt-in pruning: #1 (refs/main) comes before the native read
+    # #2, so it is run, not inferred from it; #3, after the last read of tokenizer.json, is
+    # the one point with nothing the race changes ahead of it, and is run too.
     repo = hub_cache.add_model("acme/tiny", FILES)
     exploration = server_fleet.explore(server("naive"), "pointer_swap", repo, "tokenizer.json",
                                        count=1, ready=PROBE, native_accesses=True,
-                                       mode="sequential")
+                                       mode="sequential", prune=True)
     print(exploration)
     assert table(exploration) == [
         (1, "open", "main", "failed"),
         (2, "open", "tokenizer.json", "failed"),
         (3, "open", "config.json", "survived"),
     ]
-    assert exploration.points[0].covered_by == 2
-    assert exploration.points[1].covered_by is None
+    assert not exploration.inferred
 
 
 def test_native_reads_are_never_repeats(hub_cache, server_fleet):
-    # Three native reads from one Python line: a native access has no site, so none is taken
-    # for a repeat of another (a Python loop's would be: its middle one covered); each is run.
+    # Three native reads from one Python line, opt-in pruning: none is taken for a repeat of
+    # another; each is run.
     repo = hub_cache.add_model("acme/tiny", FILES)
     exploration = server_fleet.explore(server("naive"), "pointer_swap", repo, "tokenizer.json",
                                        count=1, ready=PROBE, native_accesses=True,
-                                       mode="sequential", env={"TOKENIZER_READS": "3"})
+                                       mode="sequential", env={"TOKENIZER_READS": "3"},
+                                       prune=True)
     print(exploration)
     assert table(exploration) == [
         (1, "open", "main", "failed"),
@@ -168,7 +169,7 @@ def test_native_reads_are_never_repeats(hub_cache, server_fleet):
         (4, "open", "tokenizer.json", "failed"),
         (5, "open", "config.json", "survived"),
     ]
-    assert [p.covered_by for p in exploration.points] == [2, None, None, None, None]
+    assert [p.covered_by for p in exploration.points] == [None] * 5
 """
     )
     result = native_pytester.runpytest("-p", "startup_guard", "-s")
@@ -233,40 +234,38 @@ def test_policy(startup_case, hub_cache, server_fleet, policy):
     assert "explore-point=3" not in text
 
 
-def test_a_native_open_is_a_change_of_the_cache_between_repeats() -> None:
-    """Two reads of refs/main from the same Python code are repeats only with the cache
-    unchanged in between: a native open between them (its flags unknown: it may write) keeps
-    them apart, where a Python read keeps them repeats."""
-    from pytest_startup_guard.races.point_groups import changes_cache, group_points
+def test_only_points_after_every_touch_of_the_change_are_inferred() -> None:
+    """Opt-in pruning's one rule: a point is inferred only when, from the moment its window
+    opens, no process accesses or looks at what the race changes. A look (os.path.exists of
+    the pointer) after the last read keeps the points before it run; so does another
+    process's read after the point's window opened (a child of the member shares its clone);
+    a native read counts as any other; repeats by one code site are never merged."""
+    from pytest_startup_guard.races.point_groups import group_points
     from pytest_startup_guard.runtime.events import AccessEvent
 
-    root = "/cache"
-    ref = f"{root}/models--acme--tiny/refs/main"
-    other = f"{root}/models--acme--tiny/snapshots/c/tokenizer.json"
+    root = "/cache/models--acme--tiny"
+    ref, pointer = f"{root}/refs/main", f"{root}/snapshots/c/config.json"
+    other = f"{root}/snapshots/c/part-0.json"
 
-    def groups(native: bool) -> list[tuple[int, ...]]:
-        accesses = [
-            AccessEvent(7, "server:0", "open", ref, 1.0, 1, site="loop"),
-            AccessEvent(
-                7, "server:0", "open", other, 2.0, 1, site=None if native else "tok", native=native
-            ),
-            AccessEvent(7, "server:0", "open", ref, 3.0, 1, site="loop"),
-        ]
-        found = group_points(
-            {7: accesses},
-            accesses,
-            lambda access: access.path == ref,
-            3,
-            7,
-            root,
-            lambda number: f"#{number}",
-        )
-        return [group.numbers for group in found]
+    def open_(t: float, path: str, pid: int = 7, **kw: object) -> AccessEvent:
+        return AccessEvent(pid, "server:0", "open", path, t, 1, site="loop", **kw)  # type: ignore[arg-type]
 
-    assert changes_cache(AccessEvent(7, None, "open", other, 2.0, 1, native=True))
-    assert not changes_cache(AccessEvent(7, None, "open", other, 2.0, 1))
-    assert groups(native=False) == [(1, 2, 3)]  # #2 meets #3, a repeat of #1
-    assert groups(native=True) == [(1,), (2, 3)]
+    def inert(counted, looks=()):  # type: ignore[no-untyped-def]
+        found = len(max(counted.values(), key=len))
+        groups = group_points(counted, list(looks), lambda a: a.path == pointer, found)
+        return [g.numbers for g in groups if g.inert]
+
+    reads = [open_(1.0, ref), open_(2.0, pointer), open_(3.0, ref), open_(4.0, other)]
+    assert inert({7: reads}) == [(3, 4)]
+    assert inert({7: [*reads[:2], open_(3.0, pointer, native=True), reads[3]]}) == [(4,)]
+    look = AccessEvent(7, "server:0", "os.stat", pointer, 3.5, 1)
+    assert inert({7: reads}, [look]) == [(4,)]
+    child = [open_(1.5, ref, pid=8), open_(3.7, pointer, pid=8)]
+    assert inert({7: reads, 8: child}) == [(4,)]
+    repeats = [open_(1.0, pointer), open_(2.0, pointer), open_(3.0, pointer)]
+    assert inert({7: repeats}) == []
+    groups = group_points({7: repeats}, [], lambda a: a.path == pointer, 3)
+    assert [g.numbers for g in groups] == [(1,), (2,), (3,)]
 
 
 def test_warm_members_stay_refused_with_native_accesses(native_pytester: pytest.Pytester) -> None:

@@ -142,7 +142,7 @@ class ServerFleet:
         mode: str = "parallel",
         hold: float = 0.5,
         revision: str | None = None,
-        prune: bool = True,
+        prune: bool = False,
         **options: Unpack[ExploreOptions],
     ) -> Exploration:
         """Race ``filename`` of ``repo`` at every access point of the fleet's start-up, one point
@@ -152,9 +152,10 @@ class ServerFleet:
         the busiest process of a clean start-up. ``mode="parallel"`` gives every member a
         private clone of the cache and a point of its own; ``mode="sequential"`` launches the
         whole fleet on the one cache once per point. ``points=[...]`` (or
-        ``--startup-guard-explore-point=N``) explores only those; ``prune=True`` (the default)
-        runs one point of each group that can only end the same way
-        (``races/point_groups.py``) and reports the others as covered by it. ``warm=``,
+        ``--startup-guard-explore-point=N``) explores only those. Every point is run;
+        ``prune=True`` (opt-in) runs one of the points after which no process touches what the
+        race changes and reports the others as "inferred, not run" (``races/point_groups.py``
+        says what it assumes). ``warm=``,
         ``preload=`` and ``native_accesses=`` (file calls of native code are access points
         too): as ``launch`` takes them. docs/fleet.md says the rest."""
         __tracebackhide__ = True

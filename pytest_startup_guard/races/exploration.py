@@ -17,7 +17,7 @@ from typing import Literal
 
 from pytest_startup_guard.checks import whole_number
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
-from pytest_startup_guard.outcomes import OUTCOMES, UNDECIDED_MARK, Outcome, Problem
+from pytest_startup_guard.outcomes import INFERRED, OUTCOMES, UNDECIDED_MARK, Outcome, Problem
 from pytest_startup_guard.races.armed import Hit
 
 Mode = Literal["in-process", "parallel", "sequential"]
@@ -73,10 +73,16 @@ class PointOutcome:
     failure: str | None  # what failed: a member's status or the exception, and its first line
     replay: str
     hits: list[Hit] = field(default_factory=list)  # the accesses that met its window
-    # Not explored: it ends as point ``covered_by`` did, which was (``races/point_groups.py``),
-    # for the reason ``covered``; its outcome, failure and launch are that point's.
+    # Inferred, not run (opt-in pruning only: ``races/point_groups.py``): it is taken to end
+    # as point ``covered_by`` did, which was run, for the reason ``covered``; its outcome,
+    # failure and launch are that point's.
     covered_by: int | None = None
     covered: str | None = None
+
+    @property
+    def inferred(self) -> bool:
+        """Whether this point was not run, its outcome inferred from another's."""
+        return self.covered_by is not None
 
     def problem(self) -> str:
         """One line for a point that was not survived: the access, what became of it, why,
@@ -89,7 +95,7 @@ class PointOutcome:
         point = self.point
         what = f"access point #{point.number} ({point.op} {point.short_path}): {self.outcome}"
         if self.covered_by is not None:
-            what += f" (covered by #{self.covered_by}: {self.covered})"
+            what += f" ({INFERRED} as #{self.covered_by}: {self.covered})"
         if self.failure:
             what += f": {self.failure}"
         if self.outcome == "not reached":
@@ -101,7 +107,7 @@ class PointOutcome:
         point = self.point
         head = f"  #{point.number:<3} {point.op:<11} {point.short_path:<40} {self.outcome}"
         if self.covered_by is not None:
-            head += f"  (covered by #{self.covered_by})"
+            head += f"  ({INFERRED}: as #{self.covered_by})"
         return head + (f"  {self.failure}" if self.failure else "")
 
 
@@ -139,13 +145,19 @@ class Exploration:
 
     @property
     def explored(self) -> list[PointOutcome]:
-        """The points that were run (the others are covered by one of them)."""
-        return [point for point in self.points if point.covered_by is None]
+        """The points that were run (every point, unless ``prune=True`` inferred some)."""
+        return [point for point in self.points if not point.inferred]
+
+    @property
+    def inferred(self) -> list[PointOutcome]:
+        """The points that were not run (opt-in pruning): each is taken to end as the run
+        point it names."""
+        return [point for point in self.points if point.inferred]
 
     @property
     def covered(self) -> list[PointOutcome]:
-        """The points that were not run: each ends as the explored point it names."""
-        return [point for point in self.points if point.covered_by is not None]
+        """``inferred``, by its older name."""
+        return self.inferred
 
     def of(self, outcome: Outcome) -> list[PointOutcome]:
         return [point for point in self.points if point.outcome == outcome]
@@ -186,11 +198,9 @@ class Exploration:
             f"{number} {outcome}" for outcome, number in self.counts().items() if number
         )
         unit = "run(s) of the start-up" if self.mode == "in-process" else "launch(es)"
-        covered = len(self.covered)
+        inferred = len(self.inferred)
         grouped = (
-            f", {len(self.explored)} explored and {covered} covered by an equivalent point"
-            if covered
-            else ""
+            f", {len(self.explored)} run and {inferred} {INFERRED} (prune=True)" if inferred else ""
         )
         startups = (
             f", {self.startups} start-up(s)"
@@ -223,7 +233,7 @@ class Exploration:
         for point in bad:
             lines.append(point.line())
             if point.covered_by is not None:
-                lines.append(f"       covered by #{point.covered_by}: {point.covered}")
+                lines.append(f"       {INFERRED}, as #{point.covered_by}: {point.covered}")
             if point.outcome == "not reached":
                 lines.append(f"       {NOT_REACHED}")
             lines.append(f"       replay: {point.replay}")
@@ -312,6 +322,7 @@ def unexplored_point_message(source: str, point: str, tests: int) -> str:
 __all__ = [
     "EXPLORING_FIXTURES",
     "FLEET_MODES",
+    "INFERRED",
     "NOT_REACHED",
     "OUTCOMES",
     "AccessPoint",

@@ -394,6 +394,19 @@ def exploration_facts(exploration: Exploration) -> dict[str, Any]:
         "explored": len(exploration.explored),
         "startups": exploration.startups,
         **{field: len(exploration.of(outcome)) for field, outcome in EXPLORATION_OUTCOMES},
+        # Opt-in pruning: each point not run, its outcome taken from the point named.
+        "inferred_points": [
+            {
+                "number": point.point.number,
+                "op": point.point.op,
+                "path": point.point.short_path,
+                "outcome": point.outcome,
+                "run": False,
+                "from": point.covered_by,
+                "reason": point.covered or "",
+            }
+            for point in exploration.inferred
+        ],
     }
 
 

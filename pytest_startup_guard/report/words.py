@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_startup_guard.outcomes import INFERRED, Outcome
 from pytest_startup_guard.outcomes import OUTCOMES as STARTUP_OUTCOMES
-from pytest_startup_guard.outcomes import Outcome
 from pytest_startup_guard.verdicts.kinds import WORDS
 from pytest_startup_guard.wording import count, signal_name
 
@@ -102,13 +102,18 @@ def exploration_words(exploration: Mapping[str, Any]) -> str:
     mode = exploration.get("mode")
     points = int(exploration.get("points") or 0)
     run = exploration.get("explored")
-    covered = points - int(run) if isinstance(run, int) and run < points else 0
+    inferred = points - int(run) if isinstance(run, int) and run < points else 0
+    listed = [
+        f"#{point.get('number', '?')} as #{point.get('from', '?')}"
+        for point in exploration.get("inferred_points") or []
+    ]
     return (
         f"explored {exploration.get('race', '?')} on {exploration.get('target', '?')}"
         + (f" ({mode})" if mode else "")
         + ": "
         + _points_words(points, _outcomes(exploration))
-        + (f" ({run} run, {covered} covered by an equivalent point)" if covered else "")
+        + (f" ({run} run, {inferred} {INFERRED}" if inferred else "")
+        + (f": {', '.join(listed)})" if inferred and listed else ")" if inferred else "")
     )
 
 

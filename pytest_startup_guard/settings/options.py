@@ -199,8 +199,8 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "explore_all",
-        "explore every access point in server_fleet.explore() and explore=True cases, not one"
-        " point of each group of points that can only end the same way",
+        "run every access point in server_fleet.explore() and explore=True cases even where"
+        " the code asks for prune=True (every point is run by default)",
         parse_bool,
         False,
         per_target=False,

@@ -59,7 +59,7 @@ class GuardSession:
 
     @property
     def explore_all(self) -> bool:
-        """``explore_all``: explore every access point, not one per group of equivalent ones."""
+        """``explore_all``: run every access point, even where the code asks for prune=True."""
         return self._setting("explore_all", bool)
 
     @property

@@ -13,6 +13,10 @@ before that access and closes ``hold`` seconds later.
 - **sequential**: the whole fleet on the one cache, once clean and then once per point, for
   members that must share the cache (a lock between them, one of them downloading).
 
+Every point is run. ``prune=True`` (opt-in) infers, instead of running, the points after which
+no process touches what the race changes (``races/point_groups.py``: the one rule kept, and
+what it assumes); each such point is reported "inferred, not run".
+
 Points run in the order of the accesses, whatever the seed: the same start-up explores the same
 points in the same order, and each point has the replay command of that point alone
 (``--startup-guard-explore-point=N``).
@@ -54,7 +58,6 @@ from pytest_startup_guard.races.triggers import on_access
 from pytest_startup_guard.runtime.events import (
     AccessEvent,
 )
-from pytest_startup_guard.runtime.protocol import ACCESS_SITES_ENV
 
 
 @dataclass
@@ -95,12 +98,11 @@ class _Racing:
 @dataclass
 class _Clean:
     """What a clean start-up showed: its points (the busiest process's accesses of the raced
-    repo), each clean process's accesses that count towards ``nth``, and all of theirs."""
+    repo), each clean process's accesses that count towards ``nth``, and their looks."""
 
     points: list[AccessPoint]
     counted: dict[int, list[AccessEvent]]
-    every: list[AccessEvent]
-    busiest: int
+    looks: list[AccessEvent]
     root: str  # the cache root the clean processes read
 
 
@@ -112,7 +114,7 @@ class _Run:
     racing: _Racing
     repo: CachedRepo
     wanted: list[int] | None  # None: every point found
-    # What the race changes (relative to the cache root), when points are grouped; else None.
+    # What the race changes (relative to the cache root), with opt-in pruning; else None.
     changed: frozenset[str] | None = None
     groups: list[PointGroup] = field(default_factory=list)
     split: set[int] = field(default_factory=set)  # groups (by representative) run point by point
@@ -133,8 +135,9 @@ class _Run:
                 more += [n for n in group.numbers if n not in self.outcomes]
         return more
 
-    def cover(self, points: Sequence[AccessPoint], replay_of: Callable[[int], str]) -> None:
-        """Every point of a group not run ends as the group's explored point did."""
+    def infer(self, points: Sequence[AccessPoint], replay_of: Callable[[int], str]) -> None:
+        """Opt-in pruning: every point of a group not run is inferred to end as the group's
+        run point did, and says it was not run."""
         for group in self.groups:
             if group.representative in self.split:
                 continue
@@ -189,8 +192,9 @@ class Explorer:
         )
         if not isinstance(prune, bool):
             raise InvalidArgumentError(
-                f"invalid prune={prune!r} for {where}: expected True (explore one point of each"
-                " group of equivalent points, the default) or False (explore every point)"
+                f"invalid prune={prune!r} for {where}: expected False (run every point, the"
+                " default) or True (infer the points after the last touch of what the race"
+                " changes instead of running them)"
             )
         on_access(hold=hold)  # a bad hold: now, before any clone is made
         wanted = wanted_points(request.points, self.settings, where)
@@ -214,11 +218,11 @@ class Explorer:
         return exploration
 
     def _plan_pruning(self, run: _Run, prune: bool) -> None:
-        """Group the points (``run.changed``: what the race changes), or say why every point
-        is explored (``unpruned``)."""
+        """With opt-in pruning, measure what the race changes (``run.changed``), or say why
+        every point is run after all (``unpruned``). Without it every point is run."""
         exploration = run.exploration
         if not prune:
-            exploration.unpruned = "prune=False"
+            exploration.unpruned = "every point is run (prune=True infers some instead)"
         elif self.settings.every_point:
             exploration.unpruned = "--startup-guard-explore-all"
         elif run.wanted is not None:
@@ -244,8 +248,8 @@ class Explorer:
         exploration, racing, repo, wanted = run.exploration, run.racing, run.repo, run.wanted
         target = racing.target(repo)
         self._watch(racing.race, target)
-        before = len(self.races.controller.accesses)
-        clean = self._launch(repo.cache, sites=run.changed is not None)
+        before = self._marks()
+        clean = self._launch(repo.cache)
         exploration.launches += 1
         exploration.startups += self.count
         self.clean = clean
@@ -297,8 +301,8 @@ class Explorer:
             )
             fleet = None
             try:
-                before = len(self.races.controller.accesses)
-                fleet = self._launch(None, slots, sites=first and run.changed is not None)
+                before = self._marks()
+                fleet = self._launch(None, slots)
                 exploration.launches += 1
                 exploration.startups += len(slots)
                 if first:
@@ -335,8 +339,9 @@ class Explorer:
     def _to_explore(
         self, run: _Run, seen: _Clean, wanted: list[int] | None, explored: Sequence[int]
     ) -> list[int]:
-        """The points still to run once the clean start-up is known: those asked for, or one
-        per group of equivalent points (``races/point_groups.py``), or every point."""
+        """The points still to run once the clean start-up is known: those asked for, every
+        point, or with opt-in pruning every point but the inert ones it infers
+        (``races/point_groups.py``)."""
         if wanted is not None:
             return [n for n in checked_points(wanted, len(seen.points)) if n not in explored]
         if run.changed is None or not run.changed:
@@ -350,25 +355,12 @@ class Explorer:
             )
 
         run.groups = group_points(
-            seen.counted,
-            seen.every,
-            touches,
-            len(seen.points),
-            seen.busiest,
-            seen.root,
-            lambda number: f"{seen.points[number - 1].op} {seen.points[number - 1].short_path}",
-            explored=explored,
+            seen.counted, seen.looks, touches, len(seen.points), explored=explored
         )
-        wanted_now = [
-            number
-            for group in run.groups
-            for number in (group.representative, *group.samples)
-            if number not in explored
-        ]
-        return sorted(set(wanted_now))
+        return sorted({g.representative for g in run.groups if g.representative not in explored})
 
     def _finish(self, run: _Run, seen: _Clean) -> None:
-        run.cover(
+        run.infer(
             seen.points,
             lambda number: self.settings.replay_of(number, "server_fleet.explore"),
         )
@@ -406,28 +398,23 @@ class Explorer:
             slots.append(slot)
         return slots
 
-    def _launch(
-        self, cache: FakeHubCache | None, slots: list[_Slot] | None = None, sites: bool = False
-    ) -> Fleet:
+    def _launch(self, cache: FakeHubCache | None, slots: list[_Slot] | None = None) -> Fleet:
         """Launch the fleet (the spec's own variant: its ``native_accesses``, ``warm`` and the
-        rest carried to every launch); with ``sites``, the clean processes (member 0 in
-        parallel mode) report which code made each access (``point_groups``: a native access
-        names none)."""
-        env = dict(self.spec.env or {})
+        rest carried to every launch)."""
         member_env = [dict(slot.cache.env) for slot in slots] if slots else []
-        if sites and member_env:
-            member_env[0][ACCESS_SITES_ENV] = "1"
-        elif sites:
-            env[ACCESS_SITES_ENV] = "1"
         return self.launcher.launch(
             replace(
                 self.spec,
                 count=len(slots) if slots else self.count,  # a last parallel launch: fewer
-                env=env if self.spec.env is not None or sites else None,
                 cache=cache,
                 member_env=tuple(member_env),
             )
         )
+
+    def _marks(self) -> tuple[int, int]:
+        """How many accesses and looks the controller has heard so far."""
+        with self.races.controller.lock:
+            return len(self.races.controller.accesses), len(self.races.controller.looks)
 
     def _watch(self, race: Race, target: Target) -> None:
         for folder in race.watched(target):
@@ -444,10 +431,15 @@ class Explorer:
             )
 
     def _clean(
-        self, race: Race, target: Target, fleet: Fleet, before: int, members: Sequence[int]
+        self,
+        race: Race,
+        target: Target,
+        fleet: Fleet,
+        before: tuple[int, int],
+        members: Sequence[int],
     ) -> _Clean:
-        """The access points of the clean members' busiest process, and each clean process's
-        accesses."""
+        """The access points of the clean members' busiest process, each clean process's
+        accesses, and their looks."""
         watched = tuple(str(p).rstrip(os.sep) + os.sep for p in race.watched(target))
         pids: dict[int, str] = {}
         for index in members:
@@ -457,10 +449,9 @@ class Explorer:
                     f"server {index}" if pid == server.pid else f"server {index}, child pid {pid}"
                 )
         with self.races.controller.lock:
-            every = [
-                access for access in self.races.controller.accesses[before:] if access.pid in pids
-            ]
-        clean = [access for access in every if access.path.startswith(watched)]
+            heard = self.races.controller.accesses[before[0] :]
+            looks = [look for look in self.races.controller.looks[before[1] :] if look.pid in pids]
+        clean = [a for a in heard if a.pid in pids and a.path.startswith(watched)]
         if not clean:
             raise StartupGuardError(
                 f"server_fleet.explore(): the clean start-up never accessed {target.folder}, so"
@@ -477,7 +468,7 @@ class Explorer:
             )
             for number, access in enumerate(busiest, 1)
         ]
-        return _Clean(points, counted, every, busiest[0].pid, str(target.root).rstrip(os.sep))
+        return _Clean(points, counted, looks, str(target.root).rstrip(os.sep))
 
     def _judged(
         self,

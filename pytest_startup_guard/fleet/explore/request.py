@@ -32,7 +32,7 @@ class ExploreRequest:
     points: Sequence[int] | None = None
     hold: float = 0.5
     revision: str | None = None
-    prune: bool = True
+    prune: bool = False  # opt-in: infer the inert points instead of running them
 
 
 def check_mode(mode: object, where: str) -> Mode:
