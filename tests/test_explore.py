@@ -188,7 +188,7 @@ def test_errors(hub_cache, server_fleet):
     with pytest.raises(ValueError, match=r"invalid hold=-1"):
         explore(hold=-1)
     with pytest.raises(StartupGuardError, match="the start-up fails without any race, so there is nothing to explore"):
-        explore(argv=[sys.executable, "-c", "import sys; print('broken start-up'); sys.exit(3)"])
+        explore(argv=[sys.executable, "-c", "import sys; print('broken start-up'); sys.exit(3)", "{port}"])
     with pytest.raises(StartupGuardError, match="never accessed .*models--acme--tiny"):
         explore(argv=stub("ignores_cache"))
 """
@@ -202,7 +202,7 @@ def test_clean_failure_names_the_members_output(explore_pytester: pytest.Pyteste
         + """
 def test_broken(hub_cache, server_fleet):
     repo = hub_cache.add_model("acme/tiny", CONFIG)
-    server_fleet.explore([sys.executable, "-c", "print('no model here'); raise SystemExit(3)"], "pointer_swap", repo, "config.json", count=2, ready=PROBE)
+    server_fleet.explore([sys.executable, "-c", "print('no model here'); raise SystemExit(3)", "{port}"], "pointer_swap", repo, "config.json", count=2, ready=PROBE)
 """
     )
     result = explore_pytester.runpytest("-p", "startup_guard")

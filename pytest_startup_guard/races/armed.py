@@ -32,7 +32,7 @@ from pytest_startup_guard.runtime.events import (
     AccessEvent,
 )
 from pytest_startup_guard.runtime.observation import unobserved
-from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock
+from pytest_startup_guard.runtime.own_time import HOLD_MAX_STRETCH, OwnClock
 
 # The reads that list a folder: they meet a change of the names in it.
 LISTING_OPS = tuple(op for op in READ_OPS if op != "open")
@@ -81,7 +81,7 @@ class _Holder:
 
     The hold counts the triggering process's own time (``runtime/own_time.py``): on a busy
     machine, the time it waits for a CPU does not shorten the window it gets to meet the fault,
-    up to ``MAX_STRETCH`` x the hold in wall time. Nor does the time it is held at its accesses
+    up to ``HOLD_MAX_STRETCH`` x the hold in wall time. Nor does the time it is held at its accesses
     until the controller answers (``blocked``): on a busy machine the controller's thread waits
     for a CPU too, and a 20 ms hold would pass while the process waited for its reply.
     """
@@ -92,7 +92,7 @@ class _Holder:
     accesses_left: int | None = None  # with on_access(accesses=N)
     blocked: Callable[[], float] | None = None  # seconds the process was held at its accesses
     blocked_at_start: float = 0.0
-    # Ended by the wall-time cap (MAX_STRETCH x the hold) before the process had the hold in
+    # Ended by the wall-time cap (HOLD_MAX_STRETCH x the hold) before the process had the hold in
     # its own time: an access it was let go at may have run after the window closed.
     cut: bool = False
 
@@ -112,10 +112,10 @@ class _Holder:
         own = self.own(now)
         if own >= self.hold:
             return True
-        if wall >= self.hold * MAX_STRETCH:
+        if wall >= self.hold * HOLD_MAX_STRETCH:
             self.cut = True
             return True
-        self.until = min(now + (self.hold - own), self.clock.started + self.hold * MAX_STRETCH)
+        self.until = min(now + (self.hold - own), self.clock.started + self.hold * HOLD_MAX_STRETCH)
         return False
 
 

@@ -18,6 +18,12 @@ import time
 # A decision that needs more than this many times the time allowed, in wall time, is not
 # taken: the machine was too slow to decide (a verdict says so instead of guessing).
 MAX_STRETCH = 4.0
+# A race window held for a process in its own time ends after at most this many times its hold
+# in wall time. Larger than MAX_STRETCH: a window the cap ends before the process had its hold is
+# cut short, and its hits prove nothing (a case says undecided), so the cap should be reached
+# only on a machine far busier than a CI runner; the windows hold for milliseconds, so a
+# starved process keeps one open for a fraction of a second at most.
+HOLD_MAX_STRETCH = 25.0
 
 
 def cpu_wait(pid: int) -> float | None:

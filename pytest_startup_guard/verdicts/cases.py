@@ -70,7 +70,7 @@ from pytest_startup_guard.runtime.events import (
     TEST_PROCESS,
     AccessEvent,
 )
-from pytest_startup_guard.runtime.own_time import MAX_STRETCH
+from pytest_startup_guard.runtime.own_time import HOLD_MAX_STRETCH
 from pytest_startup_guard.verdicts.exploring import CaseExploration
 from pytest_startup_guard.verdicts.fail_closed import corrupt_problems, stale_problems
 from pytest_startup_guard.verdicts.kinds import KINDS, WORDS, CaseKind
@@ -560,7 +560,7 @@ class StartupCase:
 
     def _cut_short(self, server: Server) -> list[Problem]:
         """A process of a member that started up whose every hit was in a window its hold was
-        cut in (``ArmedRace.cut_short``: MAX_STRETCH x the hold of wall time passed before it had
+        cut in (``ArmedRace.cut_short``: HOLD_MAX_STRETCH x the hold of wall time passed before it had
         the hold in its own time): the access it was let go at may have run after the window
         closed, so surviving is not shown: undecided, the machine's doing, never green."""
         armed = self.armed
@@ -574,7 +574,7 @@ class StartupCase:
             Problem.undecided(
                 f"server {server.index}: pid {pid} met the change, but the machine was too busy"
                 f" to hold its window for {self._raced_name()} in its own time (it was closed"
-                f" after {MAX_STRETCH:g} x the hold of wall time), so its access may have run"
+                f" after {HOLD_MAX_STRETCH:g} x the hold of wall time), so its access may have run"
                 " after the window closed: whether it survived the race is not known"
             )
             for pid, met in sorted(windows.items())
