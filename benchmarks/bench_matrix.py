@@ -110,9 +110,11 @@ def test_round(kind, hub_cache, hub_race, server_fleet):
     if kind == "caught":
         hub_race.arm("pointer_swap", repo, "config.json")
         fleet = server_fleet.launch(NAIVE, count=2, ready=ready.http("/health"), warm=True)
-        with pytest.raises(AssertionError):
+        try:
             fleet.assert_all_ready()
-        assert any(server.hits for server in fleet.servers), fleet.summary()
+            kind = "missed"  # a window that met no read that kills: no caught race to time
+        except AssertionError:
+            assert any(server.hits for server in fleet.servers), fleet.summary()
     else:
         fleet = server_fleet.launch(SERVER, count=2, ready=ready.http("/health"), warm=False)
         fleet.assert_all_ready()
@@ -256,6 +258,9 @@ def caught_figures(folder: Path, quick: bool) -> list[Figure]:
     rows = [line.split() for line in out.read_text().splitlines()]
     caught = [float(row[1]) for row in rows if row[0] == "caught"]
     clean = [float(row[1]) for row in rows if row[0] == "clean"]
+    warm_rounds = len(caught) + sum(row[0] == "missed" for row in rows)
+    if not caught:
+        raise SystemExit(f"no warm round of {warm_rounds} caught the race")
     ratio = statistics.median(caught) / statistics.median(clean)
     return [
         figure(
@@ -264,7 +269,8 @@ def caught_figures(folder: Path, quick: bool) -> list[Figure]:
             "x",
             target="<= 0.5",
             passed=ratio <= 0.5,
-            detail=f"caught warm {spread(caught)}; clean cold {spread(clean)}",
+            detail=f"caught warm ({len(caught)} of {warm_rounds} rounds caught) {spread(caught)};"
+            f" clean cold {spread(clean)}",
         )
     ]
 
