@@ -402,7 +402,7 @@ def _warm_templates(config: pytest.Config, factory: pytest.TempPathFactory) -> W
 
     if WARM_KEY not in config.stash:
         folder = factory.mktemp("startup-guard-warm", numbered=True)
-        config.stash[WARM_KEY] = WarmTemplates(folder, _reaper(config))
+        config.stash[WARM_KEY] = WarmTemplates(folder, _reaper(config), config.rootpath)
     return config.stash[WARM_KEY]
 
 

@@ -80,14 +80,21 @@ server.listen()
 
 @pytest.fixture
 def warm_pytester(
-    guard_pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    guard_pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> pytest.Pytester:
     monkeypatch.delenv("STARTUP_GUARD_WARM", raising=False)
     monkeypatch.setenv("FLEET_PIDS", str(guard_pytester.path / "fleet-pids.txt"))
     monkeypatch.setenv("IMPORTS", str(guard_pytester.path / "imports.txt"))
-    guard_pytester.makepyfile(
-        common=COMMON, heavy=HEAVY, hub_server=HUB_SERVER, threaded=THREADED, listening=LISTENING
-    )
+    # The stack a server imports is installed, outside the test's project: a template
+    # preloads no code of the project unless preload= names it.
+    installed = tmp_path_factory.mktemp("installed")
+    for name, text in {"heavy": HEAVY, "threaded": THREADED, "listening": LISTENING}.items():
+        (installed / f"{name}.py").write_text(text)
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(installed), path]))
+    guard_pytester.makepyfile(common=COMMON, hub_server=HUB_SERVER)
     guard_pytester.syspathinsert()
     return guard_pytester
 

@@ -19,6 +19,9 @@ from typing import Any
 
 # Libraries whose module constants cache hub paths or offline flags.
 _LIBRARIES = ("huggingface_hub", "transformers", "datasets", "diffusers")
+# The same, for a warm template's judge (``fleet/warm/equivalence.py``): the packages whose
+# constants ``repoint_libraries`` points at a forked member's cache.
+REPOINTED_LIBRARIES = _LIBRARIES
 # Module-level booleans that must be True while the fake cache is in use.
 _OFFLINE_FLAGS = (
     "HF_HUB_OFFLINE",

@@ -147,7 +147,7 @@ class FleetLauncher:
         told = faults.told_ports([lease.port if lease is not None else None for lease in leases])
         plan = replace(plan, told=tuple(told))
         with _given_back_on_error(leases):
-            warm_start = self._warm_start(plan, program, spec, told[0])
+            warm_start = self._warm_start(plan, program, spec, told)
             fleet, folder = self._new_fleet(plan.label, spec, faults)
             if warm_start is not None:
                 fleet.start_lines.append(warm_start.line(spec.count))
@@ -201,10 +201,11 @@ class FleetLauncher:
         fleet.armed_faults.released(fleet.released_t)
 
     def _warm_start(
-        self, plan: LaunchPlan, program: str, spec: LaunchSpec, port: int | None
+        self, plan: LaunchPlan, program: str, spec: LaunchSpec, told: Sequence[int | None]
     ) -> WarmStart | None:
         """How the members start (``warm/templates.py``): None for cold starts as asked. A probe runs
-        member 0's command (it stops before it binds ``port``)."""
+        member 0's command (it stops before it binds its port); every member's command and
+        environment are judged against what the template's imports read."""
         choice = warm_choice(spec.warm, spec.preload, self.warm_default)
         if choice == "off":
             return None
@@ -215,9 +216,16 @@ class FleetLauncher:
         watched += [str(cache.root)] if cache is not None else []
         if self.races is not None:
             watched += [str(root) for root in self.races.roots.roots().values()]
+        members = [
+            (
+                plan.command(index, port),
+                {**plan.env, **(plan.member_env[index] if plan.member_env else {})},
+            )
+            for index, port in enumerate(told)
+        ]
         request = WarmRequest(
             plan.label,
-            plan.command(0, port),
+            members[0][0],
             program,
             plan.env,
             str(plan.cwd if plan.cwd is not None else Path.cwd()),
@@ -225,6 +233,7 @@ class FleetLauncher:
             watched,
             spec.timeout,
             spec.native_accesses,
+            members,
         )
         return self.warm_templates.for_launch(choice, request)
 

@@ -39,6 +39,7 @@ from typing import Any
 # Up front: what every member needs, imported once (the child runtime boots from it).
 import pytest_startup_guard.runtime.child  # noqa: F401
 from pytest_startup_guard.cache.env import repoint_libraries
+from pytest_startup_guard.fleet.warm.observe import ARGV_ENV, ImportWatch, Observation, draw_again
 from pytest_startup_guard.runtime.protocol import ACCESS_EVENTS, PLAN_ENV
 
 # Audit events the probe stops before: a process, a thread, the network.
@@ -148,7 +149,8 @@ def probe(spec_path: str) -> int:
     def stop(why: str) -> None:
         stopping[0] = True
         modules = [name for name in list(sys.modules) if name not in before and name != "__main__"]
-        data = json.dumps({"modules": modules, "stopped": why}).encode()
+        files = {name: module_file(name) for name in modules}
+        data = json.dumps({"modules": modules, "files": files, "stopped": why}).encode()
         descriptor = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.write(descriptor, data)
         os.close(descriptor)
@@ -196,23 +198,34 @@ def _stop_at_sleep(stop: Any) -> None:
 # -- the template ----------------------------------------------------------------------------
 
 
-def preload(names: list[str]) -> tuple[list[str], list[str]]:
-    """Import each module; those that failed, with their error."""
+def module_file(name: str) -> str | None:
+    """Where module ``name`` was loaded from (None: built in, or a namespace)."""
+    module = sys.modules.get(name)
+    found = getattr(module, "__file__", None)
+    return os.path.realpath(found) if isinstance(found, str) else None
+
+
+def preload(names: list[str], watch: ImportWatch) -> tuple[list[str], list[str]]:
+    """Import each module, ``watch`` recording what the imports read; those that failed,
+    with their error."""
     import importlib
 
     imported, skipped = [], []
-    for name in names:
-        try:
-            importlib.import_module(name)
-            imported.append(name)
-        except BaseException as error:  # a module that fails to import is skipped
-            skipped.append(f"{name} ({type(error).__name__}: {error})")
+    with watch:
+        for name in names:
+            try:
+                importlib.import_module(name)
+                imported.append(name)
+            except BaseException as error:  # a module that fails to import is skipped
+                skipped.append(f"{name} ({type(error).__name__}: {error})")
     return imported, skipped
 
 
-def unsafe_to_fork(own_fds: set[int]) -> list[str]:
+def unsafe_to_fork(own_fds: set[int], seen: list[Observation] | None = None) -> list[str]:
     """Why a fork of this process would not be a clean start, one cause per line: threads
-    besides this one, a GPU context, sockets and locks its forks would share."""
+    besides this one, a GPU context, sockets and locks its forks would share; a thread or
+    socket that ``seen`` (the imports' observations) says a module made is named with it."""
+    seen = seen or []
     causes = []
     try:
         tasks = len(os.listdir("/proc/self/task"))
@@ -223,6 +236,7 @@ def unsafe_to_fork(own_fds: set[int]) -> list[str]:
     if threading is not None:
         names = [
             f"{thread.name!r}{' (daemon)' if thread.daemon else ''}"
+            + _made_by(seen, "thread", repr(thread.name))
             for thread in threading.enumerate()
             if thread is not threading.main_thread()
         ]
@@ -249,7 +263,7 @@ def unsafe_to_fork(own_fds: set[int]) -> list[str]:
             causes.append(f"a CUDA/ROCm context: {', '.join(gpu[:3])} mapped")
     except OSError:
         pass
-    sockets = _sockets(own_fds)
+    sockets = _sockets(own_fds, seen)
     if sockets:
         causes.append(f"open socket(s) every fork would share: {'; '.join(sockets)}")
     locks = _locks()
@@ -292,7 +306,15 @@ def _openblas_pool() -> int:
     return pool
 
 
-def _sockets(own_fds: set[int]) -> list[str]:
+def _made_by(seen: list[Observation], kind: str, what: str) -> str:
+    """``, made by module 'M' (file:line) at import`` where an observation says so."""
+    for entry in seen:
+        if entry["kind"] == kind and entry["what"] == what:
+            return f", made by module {entry['module']!r} ({entry['where']}) at its import"
+    return ""
+
+
+def _sockets(own_fds: set[int], seen: list[Observation]) -> list[str]:
     found: list[str] = []
     try:
         descriptors = os.listdir("/proc/self/fd")
@@ -308,8 +330,42 @@ def _sockets(own_fds: set[int]) -> list[str]:
             continue
         if target.startswith("socket:["):
             inode = target[len("socket:[") : -1]
-            found.append(f"fd {name} {inodes.get(inode, target)}")
+            listed = inodes.get(inode, "")
+            where = _socket_ends(int(name), listed.endswith("(listening)")) or listed or target
+            found.append(f"fd {name} {where}{_made_by(seen, 'socket', f'fd {name}')}")
     return found
+
+
+def _socket_ends(descriptor: int, listening: bool) -> str | None:
+    """ "tcp 127.0.0.1:8000 (listening)", "udp 127.0.0.1:5140 connected to 127.0.0.1:9", "tcp
+    socket, not bound": the socket on ``descriptor``, asked of a duplicate of it."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(descriptor))
+    except OSError:
+        return None
+    try:
+        kind = {socket.SOCK_STREAM: "tcp", socket.SOCK_DGRAM: "udp"}.get(sock.type, "raw")
+        if sock.family == socket.AF_UNIX:
+            kind = f"unix {kind}"
+        ends = []
+        for ask in (sock.getsockname, sock.getpeername):
+            try:
+                address = ask()
+            except OSError:
+                address = None
+            if isinstance(address, tuple):
+                address = f"{address[0]}:{address[1]}" if address[1] else None
+            ends.append(str(address) if address else None)
+        local, peer = ends
+        if local is None and peer is None:
+            return f"{kind} socket, not bound"
+        shown = f"{kind} {local or '(unbound)'}"
+        shown += f" connected to {peer}" if peer else ""
+        return shown + (" (listening)" if listening else "")
+    finally:
+        sock.close()
 
 
 def _socket_addresses() -> dict[str, str]:
@@ -367,14 +423,23 @@ class _Template:
 
     def serve(self, modules: list[str]) -> int:
         started = time.monotonic()
-        imported, skipped = preload(modules)
+        before = set(sys.modules)
+        template_argv = sys.argv
+        sys.argv = json.loads(os.environ.pop(ARGV_ENV, "null")) or list(sys.argv)
+        watch = ImportWatch()
+        imported, skipped = preload(modules, watch)
+        watch.kept_argv(sys.argv)
+        sys.argv = template_argv
         own = {0, 1, 2, self.requests, self.replies, self.wake_read, self.wake_write}
-        causes = unsafe_to_fork(own)
+        causes = unsafe_to_fork(own, watch.observations)
+        loaded = [name for name in sys.modules if name not in before]
         details = {
             "imported": imported,
             "skipped": skipped,
             "seconds": time.monotonic() - started,
             "modules": len(sys.modules),
+            "observed": watch.observations,
+            "files": {name: module_file(name) for name in loaded},
         }
         if causes:
             self.say("refuse " + json.dumps({**details, "causes": causes}))
@@ -454,6 +519,7 @@ class _Template:
             os.environ.clear()
             os.environ.update(request["env"])
             repoint_libraries(template_env, request["env"])
+            draw_again()  # what a cold start draws afresh and the plugin knows how to draw
             sys.orig_argv = list(request["orig_argv"])
             sys.path[0] = path0(request["kind"], request["target"], cwd)
             if PLAN_ENV in os.environ:  # what the .pth line does at a cold start

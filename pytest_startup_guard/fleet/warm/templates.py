@@ -31,12 +31,21 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet.reaper import Reaper
+from pytest_startup_guard.fleet.warm.equivalence import (
+    Member,
+    argv_differs,
+    per_test,
+    project_root,
+    refusals,
+)
 from pytest_startup_guard.fleet.warm.forked import ForkedProcess
+from pytest_startup_guard.fleet.warm.observe import ARGV_ENV
+from pytest_startup_guard.fleet.warm.template import path0
 from pytest_startup_guard.runtime.process_group import end_group, session
 from pytest_startup_guard.runtime.protocol import RUN_ENV
 from pytest_startup_guard.runtime.run_marker import new_tree
@@ -48,37 +57,6 @@ WarmMode = Literal["off", "on", "or_cold"]
 # (-S, -I, -E, -P, -i, ...) changes what a cold start would do in ways a fork cannot copy.
 FLAGS_WITHOUT_VALUE = ("-u", "-B", "-O", "-OO", "-b", "-bb", "-q", "-d", "-v")
 FLAGS_WITH_VALUE = ("-W", "-X")
-# Variables that differ from test to test and member to member (the test's cache, the loopback
-# hub's address, online or offline, the plugin's own) and that a forked member either has its
-# libraries re-pointed for (``cache.env.repoint_libraries``: paths under the cache, the offline
-# and telemetry flags, the endpoint) or that no library reads at import: not part of a
-# template's key. Every other variable is (``HF_HUB_DISABLE_XET``, ``HF_HUB_ETAG_TIMEOUT``, a
-# user's own): the template imports with it, and members that differ in one get different
-# templates, as their imports would differ cold.
-PER_TEST_PREFIXES = ("STARTUP_GUARD_",)
-PER_TEST_NAMES = frozenset(
-    {
-        "HF_HOME",
-        "HF_HUB_CACHE",
-        "HUGGINGFACE_HUB_CACHE",
-        "HF_ASSETS_CACHE",
-        "HF_XET_CACHE",
-        "HF_MODULES_CACHE",
-        "HF_DATASETS_CACHE",
-        "HF_ENDPOINT",
-        "HF_HUB_OFFLINE",
-        "TRANSFORMERS_OFFLINE",
-        "HF_DATASETS_OFFLINE",
-        "HF_HUB_DISABLE_TELEMETRY",
-        "HF_HUB_DISABLE_UPDATE_CHECK",
-        "HF_HUB_DISABLE_IMPLICIT_TOKEN",
-        "DISABLE_TELEMETRY",
-        "DO_NOT_TRACK",
-        "NO_PROXY",
-        "no_proxy",
-        "PYTEST_CURRENT_TEST",
-    }
-)
 SHOWN_MODULES = 4  # preloaded modules a template's label names
 READY_SECONDS = 300.0  # the longest a template's imports may take
 REPLY_SECONDS = 30.0  # the longest a fork request may wait for its reply
@@ -92,10 +70,6 @@ class NotForkable(StartupGuardError):
         self.cause = cause
 
 
-def per_test(name: str) -> bool:
-    return name.startswith(PER_TEST_PREFIXES) or name in PER_TEST_NAMES
-
-
 @dataclass(frozen=True)
 class Program:
     """A member's command as the interpreter reads it: ``kind`` ``c`` (``target``: the code),
@@ -107,6 +81,13 @@ class Program:
     target: str
     args: tuple[str, ...]
     orig_argv: tuple[str, ...]
+
+
+def import_argv(program: Program) -> tuple[str, ...]:
+    """``sys.argv`` while a cold start of ``program`` imports its modules: the script and its
+    arguments, ``-c`` and its arguments, or (``-m``) the module's name for its file's path."""
+    first = {"c": "-c", "m": program.target}.get(program.kind, program.target)
+    return (first, *program.args)
 
 
 def forkable(command: Sequence[str], program: str, env: Mapping[str, str]) -> Program:
@@ -210,11 +191,19 @@ class TemplateKey:
 class Template:
     """One template process: started with its key, forks members on request."""
 
-    def __init__(self, key: TemplateKey, folder: Path, reaper: Reaper) -> None:
+    def __init__(
+        self, key: TemplateKey, folder: Path, reaper: Reaper, argv: Sequence[str] = ()
+    ) -> None:
         self.key = key
         self.folder = folder
         self.marker = new_tree(reaper)
-        self.env = {**dict(key.env), **neutral_env(folder / "cache"), RUN_ENV: self.marker}
+        self.import_argv = tuple(argv)  # sys.argv while it imports
+        # Its own empty cache for the variables that differ per test; every other variable as
+        # the members have it (the key), so that what a library reads at import is theirs.
+        cache = {k: v for k, v in neutral_env(folder / "cache").items() if per_test(k)}
+        self.env = {**dict(key.env), **cache, RUN_ENV: self.marker}
+        if argv:
+            self.env[ARGV_ENV] = json.dumps(list(argv))
         self._reaper = reaper
         self._lock = threading.Lock()
         self._replies: queue.Queue[tuple[str, str]] = queue.Queue()
@@ -259,6 +248,18 @@ class Template:
         label = " ".join(shlex.quote(arg) for arg in shown)
         hidden = len(preload) - SHOWN_MODULES
         return label.replace(" --serve", f" --serve ({hidden} more)") if hidden > 0 else label
+
+    @property
+    def observed(self) -> list[dict[str, Any]]:
+        """What its imports read (``observe.py``)."""
+        observed: list[dict[str, Any]] = self.details.get("observed", [])  # type: ignore[assignment]
+        return observed
+
+    @property
+    def files(self) -> dict[str, str | None]:
+        """Each module its imports loaded, and the file it came from."""
+        files: dict[str, str | None] = self.details.get("files", {})  # type: ignore[assignment]
+        return files
 
     def describe(self) -> str:
         return f"template pid {self.process.pid} (`{self.label}`, in {self.key.cwd})"
@@ -411,7 +412,7 @@ def warm_choice(
 
 @dataclass(frozen=True)
 class WarmRequest:
-    """A launch's member 0 as a template would fork it."""
+    """A launch's members as a template would fork them."""
 
     label: str  # the launch's command, for messages
     command: Sequence[str]  # member 0's, its placeholders filled in
@@ -422,47 +423,90 @@ class WarmRequest:
     watch: Sequence[str]  # the folders whose first access ends the probe
     timeout: float
     native_accesses: bool = False
+    # Every member's command and environment (none given: member 0's, ``command`` and ``env``).
+    members: Sequence[tuple[Sequence[str], Mapping[str, str]]] = ()
 
 
 class WarmTemplates:
-    """This pytest process's templates, one per key, for the whole session."""
+    """This pytest process's templates, for the whole session: per key, one for each distinct
+    set of arguments its imports read (one, where they read none)."""
 
-    def __init__(self, folder: Path, reaper: Reaper) -> None:
+    def __init__(self, folder: Path, reaper: Reaper, rootdir: Path | None = None) -> None:
         self.folder = folder
         self.reaper = reaper
-        self._templates: dict[TemplateKey, Template] = {}
+        self.rootdir = rootdir  # the test's project: its code is never preloaded unnamed
+        self._templates: dict[TemplateKey, list[Template]] = {}
         self._refused: dict[TemplateKey, str] = {}
         self._probes: dict[tuple[object, ...], tuple[str, ...]] = {}
         self._lock = threading.Lock()
+        self._started = 0
 
     def start(self, request: WarmRequest) -> WarmStart:
-        """The template member 0's command forks from (started, or found), or ``NotForkable``.
+        """The template every member forks from (started, or found), or ``NotForkable``.
         ``preload=None``: the modules a probe finds (``watch``: the folders whose first access
-        ends the probe)."""
+        ends the probe), less the test's own code."""
         command, program, env, cwd = request.command, request.program, request.env, request.cwd
-        preload, watch, timeout = request.preload, request.watch, request.timeout
         parsed = forkable(command, program, env)
+        members = [
+            Member(import_argv(forkable(argv, program, own)), own)
+            for argv, own in (request.members or [(command, env)])
+        ]
+        roots = self.project_roots(parsed, cwd)
         stable = frozenset((k, v) for k, v in env.items() if not per_test(k))
         with self._lock:
+            named: tuple[str, ...] = tuple(request.preload or ())
+            preload = request.preload
             if preload is None:
-                preload = self._probe(parsed, stable, cwd, watch, timeout)
+                preload = self._probe(parsed, stable, cwd, request, roots)
             key = TemplateKey(parsed.interpreter, parsed.flags, cwd, tuple(preload), stable)
             if key in self._refused:
                 raise NotForkable(self._refused[key])
-            template = self._templates.get(key)
-            if template is None:
-                folder = self.folder / f"template-{len(self._templates) + len(self._refused)}"
-                folder.mkdir(parents=True, exist_ok=True)
-                template = Template(key, folder, self.reaper)
-                try:
-                    template.wait_ready(max(timeout, READY_SECONDS))
-                except NotForkable as refusal:
-                    message = f"{refusal.cause}; template command: `{template.label}`"
-                    self._refused[key] = message
-                    template.close()
-                    raise NotForkable(message) from None
-                self._templates[key] = template
+            template = self._template_for(key, members, roots, named, request.timeout)
         return WarmStart(template, program)
+
+    def project_roots(self, program: Program, cwd: str) -> list[str]:
+        """The test's own project: the rootdir, the working folder, the app's folder."""
+        app = path0(program.kind, program.target, cwd) or cwd
+        roots = [str(self.rootdir)] if self.rootdir is not None else []
+        return list(dict.fromkeys(os.path.realpath(root) for root in [*roots, cwd, app]))
+
+    def _template_for(
+        self,
+        key: TemplateKey,
+        members: Sequence[Member],
+        roots: Sequence[str],
+        named: Sequence[str],
+        timeout: float,
+    ) -> Template:
+        """A template of ``key`` every member forks from as a cold start of it would start:
+        one started before, or one that imports with member 0's arguments; else
+        ``NotForkable`` naming every cause."""
+        for template in [*self._templates.get(key, []), None]:
+            if template is None:
+                template = self._new_template(key, members[0].argv, timeout)
+            causes = refusals(template.observed, template.files, roots, named, members)
+            moved = argv_differs(template.observed, template.import_argv, members)
+            if causes or any(index != 0 for index, _ in moved):
+                causes += [why for index, why in moved if index != 0]
+                raise NotForkable(f"{'; '.join(causes)}; template command: `{template.label}`")
+            if not moved:
+                return template
+        raise AssertionError("unreachable: a new template imports with member 0's arguments")
+
+    def _new_template(self, key: TemplateKey, argv: Sequence[str], timeout: float) -> Template:
+        folder = self.folder / f"template-{self._started}"
+        self._started += 1
+        folder.mkdir(parents=True, exist_ok=True)
+        template = Template(key, folder, self.reaper, argv)
+        try:
+            template.wait_ready(max(timeout, READY_SECONDS))
+        except NotForkable as refusal:
+            message = f"{refusal.cause}; template command: `{template.label}`"
+            self._refused[key] = message
+            template.close()
+            raise NotForkable(message) from None
+        self._templates.setdefault(key, []).append(template)
+        return template
 
     def for_launch(self, choice: WarmMode, request: WarmRequest) -> WarmStart | None:
         """How a launch (``choice``: ``warm_choice``) starts its members: None (cold, as
@@ -493,17 +537,19 @@ class WarmTemplates:
         program: Program,
         stable: frozenset[tuple[str, str]],
         cwd: str,
-        watch: Sequence[str],
-        timeout: float,
+        request: WarmRequest,
+        roots: Sequence[str],
     ) -> tuple[str, ...]:
-        """The modules the start-up imports before its first access (cached per command)."""
+        """The modules the start-up imports before its first access (cached per command),
+        less the test's own code (``roots``): the template imports none of it unnamed."""
+        watch, timeout = request.watch, request.timeout
         key = (program.interpreter, program.flags, program.kind, program.target, cwd, stable)
         found = self._probes.get(key)
         if found is not None:
             return found
         folder = self.folder / f"probe-{len(self._probes)}"
         folder.mkdir(parents=True, exist_ok=True)
-        cache_env = neutral_env(folder / "cache")
+        cache_env = {k: v for k, v in neutral_env(folder / "cache").items() if per_test(k)}
         spec = {
             "kind": program.kind,
             "target": program.target,
@@ -536,14 +582,18 @@ class WarmTemplates:
                 f" cache, a socket, a fork, an exec, a thread or a sleep within {timeout:g} s"
                 + (f": {tail}" if tail else "")
             )
-        modules = tuple(json.loads(result.read_text())["modules"])
+        found = json.loads(result.read_text())
+        files = found.get("files", {})
+        modules = tuple(
+            name for name in found["modules"] if project_root(files.get(name), roots) is None
+        )
         self._probes[key] = modules
         return modules
 
     def close(self) -> None:
         """End every template (session end)."""
         with self._lock:
-            templates = list(self._templates.values())
+            templates = [template for same in self._templates.values() for template in same]
             self._templates.clear()
         for template in templates:
             template.close()
@@ -559,6 +609,7 @@ __all__ = [
     "WarmStart",
     "WarmTemplates",
     "forkable",
+    "import_argv",
     "per_test",
     "warm_choice",
     "warm_mode",
