@@ -127,6 +127,9 @@ TARGET_CHOICE_KEY = pytest.StashKey[TargetChoice]()
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    from pytest_startup_guard.verdicts.marker_places import refuse_param_markers
+
+    refuse_param_markers(items)  # a startup_races marker in a pytest.param: never read
     choice = config.stash[TARGET_CHOICE_KEY]
     markers.select_by_target(
         config, items, choice.target, explicit=choice.explicit, own_suffix=OWN_MARKER_SUFFIX
@@ -526,10 +529,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not found:
         return
     from pytest_startup_guard.verdicts.cases import GivenMarker, cases_from_marker, the_one_marker
+    from pytest_startup_guard.verdicts.marker_places import marker_place
 
     where = f"@pytest.mark.startup_races of {metafunc.definition.nodeid}"
     given = [
-        GivenMarker(_marker_place(node, metafunc.definition), mark.args, dict(mark.kwargs))
+        GivenMarker(marker_place(node, metafunc.definition), mark.args, dict(mark.kwargs))
         for node, mark in found
     ]
     try:
@@ -543,17 +547,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except StartupGuardError as error:
         raise pytest.Collector.CollectError(str(error)) from None
     metafunc.parametrize("startup_case", cases, ids=[case.id for case in cases], indirect=True)
-
-
-def _marker_place(node: object, test: pytest.Item) -> str:
-    """Where a marker of ``test`` was written (``node``: the test or a collector above it)."""
-    if node is test:
-        return "on the function"
-    if isinstance(node, pytest.Class):
-        return f"on class {node.name}"
-    if isinstance(node, pytest.Module):
-        return f"on module {node.name}"
-    return f"on {getattr(node, 'nodeid', '') or getattr(node, 'name', 'a collector')}"
 
 
 @pytest.fixture

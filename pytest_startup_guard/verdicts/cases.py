@@ -100,14 +100,21 @@ def _names(
 ) -> list[str]:
     if value is None:
         return []
-    if value == "all":
+    if isinstance(value, str) and value == "all":
         return list(everything)
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise StartupGuardError(
-            f"invalid {kind}={value!r} in {where}: expected a list of names or 'all'"
+            f"invalid {kind}={shown(value)} in {where}: expected a list of names or 'all'"
         )
     known = set(catalog)
     for name in value:
+        if not isinstance(name, str):  # a list in the list, a set, None: named, not hashed
+            kind_of = type(name).__name__
+            raise ArgumentTypeError(
+                f"invalid {kind}={shown(value)} in {where}: {shown(name)} is"
+                f" {'an' if kind_of[:1] in 'aeiou' else 'a'} {kind_of}; expected a list of"
+                f" {WORDS[kind].noun} names (str) or 'all'"
+            )
         if name not in known:
             raise UnknownNameError(WORDS[kind].noun, name, known, where)
     return list(dict.fromkeys(value))
