@@ -33,6 +33,11 @@ class NotInCacheError(StartupGuardError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ExpiredFixtureError(StartupGuardError, RuntimeError):
+    """The object a fixture gave (``hub_cache``, ``server_fleet``, ...) used after its test
+    ended (its message names the fixture, the test and the call)."""
+
+
 class UnknownNameError(StartupGuardError, ValueError):
     """A race, corruption, target or readiness name that is not in its catalog."""
 

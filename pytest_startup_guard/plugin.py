@@ -18,6 +18,7 @@ import pytest
 
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import timeouts
+from pytest_startup_guard.lifetimes import end_lifetime
 from pytest_startup_guard.report.record import STARTUP_TEST_FIXTURES, is_startup_test
 from pytest_startup_guard.settings import options
 from pytest_startup_guard.settings.session import SESSION_KEY, build_session, get_session
@@ -241,6 +242,7 @@ def hub_cache(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[FakeHub
     _record(request).add_cache(cache)
     with HubEnvironment(cache.env).applied():
         yield cache
+    end_lifetime(cache, "hub_cache", request.node.nodeid)
 
 
 @pytest.fixture
@@ -263,6 +265,8 @@ def hub_remote(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[HubRem
             yield remote
     finally:
         problems = remote.close()  # after the environment is restored, as it was applied
+        for ended in (remote, remote.cache):  # its cache: the test's hub_cache, or its own
+            end_lifetime(ended, "hub_remote", request.node.nodeid)
     if problems:
         pytest.fail("startup-guard hub_remote:\n" + "\n".join(problems), pytrace=False)
 
@@ -332,6 +336,7 @@ def child_runtime(
     finally:
         controller.close()
         reaper.remove_folder(controller.folder)
+        end_lifetime(controller, "child_runtime", request.node.nodeid)
     if problems:
         pytest.fail("startup-guard child runtime:\n" + "\n".join(problems), pytrace=False)
 
@@ -372,6 +377,7 @@ def hub_race(child_runtime: RuntimeController, request: pytest.FixtureRequest) -
         yield races
     finally:
         problems = races.close()
+        end_lifetime(races, "hub_race", request.node.nodeid)
     if problems:
         pytest.fail("startup-guard races:\n" + "\n".join(problems), pytrace=False)
 
@@ -480,6 +486,7 @@ def server_fleet(
         late = fleets.unreported_problems()
     finally:
         fleets.stop_all()
+        end_lifetime(fleets, "server_fleet", request.node.nodeid)
     if late:
         pytest.fail(
             "a server failed after it was ready, and no check of the test saw it:\n"
@@ -575,6 +582,7 @@ def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[
     request.node.stash[CASE_KEY] = case
     _record(request).case = case
     yield case
+    end_lifetime(case, "startup_case", request.node.nodeid)
     unchecked = case.judgement is None and (case.repo is not None or case.entry is not None)
     if unchecked and not request.node.stash.get(CALL_FAILED_KEY, False):
         pytest.fail(

@@ -59,6 +59,7 @@ from pytest_startup_guard.errors import (
     StartupGuardError,
     UnsafeCacheError,
 )
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.runtime.observation import unobserved
 
 MARKER_NAME = ".startup_guard_cache"
@@ -132,6 +133,7 @@ class CachedRepo:
         return f"{self.repo_id}@{self.revision}"
 
 
+@lives_for_its_test
 class FakeHubCache:
     """A hub cache under ``root`` that only this plugin writes to.
 
@@ -246,9 +248,9 @@ class FakeHubCache:
                 " content (dict/list as JSON, str or bytes)"
             )
         owner = repr(repo_id)
-        names = checked_names(files, owner)
+        given_as = checked_names(files, owner)  # normalised name -> as given
         contents = {
-            name: encode_content(given, files[given], owner) for name, given in names.items()
+            name: encode_content(given, files[given], owner) for name, given in given_as.items()
         }
         names = texts("no_exist", no_exist, f"add_repo({repo_id!r}, ...)", meaning="file names")
         missing = sorted({validate_filename(name) for name in names})

@@ -93,7 +93,8 @@ def validate_filename(filename: object) -> str:
             f"invalid file name {filename!r}: expected a non-empty relative path"
         )
     parts = PurePosixPath(filename).parts
-    if filename.startswith("/") or "\\" in filename or any(p in ("..", ".") for p in parts):
+    given_parts = filename.split("/")  # PurePosixPath drops a '.' part: 'a/./b' is 'a/b'
+    if filename.startswith("/") or "\\" in filename or any(p in ("..", ".") for p in given_parts):
         raise InvalidArgumentError(
             f"invalid file name {filename!r}: expected a relative path inside the repo"
             " ('config.json', 'sub/dir/file.txt'), without '..', '.' or a leading '/'"

@@ -44,6 +44,7 @@ from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.outcomes import UNDECIDED_MARK, Problem, all_undecided, failed
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import RaceTarget
@@ -240,6 +241,7 @@ class Judgement:
     undecided: bool = False  # failed only because the machine was too slow to decide
 
 
+@lives_for_its_test
 class StartupCase:
     """The ``startup_case`` fixture: one case of the matrix, applied and judged."""
 
@@ -407,6 +409,13 @@ class StartupCase:
         """Judge the fleet: survive a transient race, fail closed on a corruption, rebuild a
         corrupt cache entry (``whole(bytes)``: the user's rule for a rebuilt entry)."""
         __tracebackhide__ = True
+        if self.judgement is not None:  # a second check would judge the same start-up again
+            said = "passed" if self.judgement.passed else "failed"
+            raise StartupGuardError(
+                f"startup_case.check() of case {self.spec.id} was already called in this test (it"
+                f" {said}): a case is checked once, on the fleet launched after apply(); to"
+                " judge another fleet, split the test"
+            )
         if not self.applied:
             raise StartupGuardError(
                 "startup_case.check() before apply(repo, filename) or apply(path): nothing was raced"
