@@ -16,9 +16,8 @@ def _kept(id: str, fixture: str, use: str, asks: str = "", marker: str = "") -> 
     ``use`` on it: the error names the fixture and the test it belonged to."""
     keeper = f"test_{id}__keeps"
     before = (
-        (f"{marker}\n" if marker else "")
-        + f"def {keeper}({asks or fixture}):\n    globals()['KEPT_{id}'] = {fixture}\n"
-    )
+        f"{marker}\n" if marker else ""
+    ) + f"def {keeper}({asks or fixture}):\n    globals()['KEPT_{id}'] = {fixture}\n"
     return Misuse(
         id,
         "fixture",
@@ -92,6 +91,12 @@ MARKERS = [
         "target_marker_argument_in_param",
         _in_param("cuda('x')"),
         "@pytest.mark.cuda('x')",
+        "take no arguments",
+    ),
+    _marker(
+        "target_marker_argument_on_class",
+        "@pytest.mark.cpu('x')\nclass TestServer:\n    def test_x(self):\n        pass\n",
+        "@pytest.mark.cpu('x')",
         "take no arguments",
     ),
     _marker(
