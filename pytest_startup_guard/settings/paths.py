@@ -51,8 +51,9 @@ def check_output_paths(settings: dict[str, Setting], invocation_dir: Path) -> No
         other = outputs.get(real)
         if other is not None:
             raise pytest.UsageError(
-                f"invalid {_named(setting)}: {path} is the same file as {other} ({real}); give"
-                " the JSON report, the HTML report and the artifacts a path each"
+                f"invalid {_named(setting)}: {path} is also {other}"
+                + ("" if str(path) == real else f" (both are {real})")
+                + "; give the JSON report, the HTML report and the artifacts a path each"
             )
         outputs[real] = _named(setting)
 
