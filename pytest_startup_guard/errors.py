@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 
 class StartupGuardError(Exception):
@@ -56,3 +60,22 @@ class UnknownNameError(StartupGuardError, ValueError):
         )
         self.name = name
         self.known = known_sorted
+
+
+def without_own_frames(traceback: TracebackType | None) -> TracebackType | None:
+    """``traceback`` without the frames of this package's modules: an error the plugin raises
+    on purpose is shown at the user's line, its message saying what the frames would."""
+    import os  # only where such an error is shown: a child process imports this module
+    from pathlib import Path
+    from types import TracebackType
+
+    own = str(Path(__file__).resolve().parent) + os.sep
+    kept = []
+    while traceback is not None:
+        if not str(Path(traceback.tb_frame.f_code.co_filename).resolve()).startswith(own):
+            kept.append(traceback)
+        traceback = traceback.tb_next
+    pruned = None
+    for entry in reversed(kept):
+        pruned = TracebackType(pruned, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return pruned

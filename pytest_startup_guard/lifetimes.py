@@ -27,7 +27,7 @@ def lives_for_its_test(cls: _Class) -> _Class:
     """Give ``cls`` ``end_lifetime(fixture, test)``, and have its public methods and properties
     refuse the user's calls after it (see the module's docs)."""
     for name, member in list(vars(cls).items()):
-        if name.startswith("_"):
+        if name.startswith("_") and name != "__call__":  # import_race(...) is a call
             continue
         if isinstance(member, property) and member.fget is not None:
             guarded = _guarded(member.fget, name, call=False)
@@ -56,7 +56,8 @@ def _guarded(function: Callable[..., Any], name: str, *, call: bool) -> Callable
         ended = getattr(self, _ENDED)
         if ended is not None and not _called_by_the_plugin():
             fixture, test = ended
-            used = f"{fixture}.{name}()" if call else f"{fixture}.{name}"
+            used = f"{fixture}.{name}" + ("()" if call else "")
+            used = f"{fixture}(...)" if name == "__call__" else used
             raise ExpiredFixtureError(
                 f"{fixture} of {test} was used after that test ended ({used}): the object a"
                 f" fixture gives lives as long as its test; ask for {fixture} in the test that"

@@ -7,16 +7,14 @@ library and pytest only; everything heavy is imported inside the fixture or hook
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.errors import StartupGuardError, without_own_frames
 from pytest_startup_guard.fleet import timeouts
 from pytest_startup_guard.lifetimes import end_lifetime
 from pytest_startup_guard.report.record import STARTUP_TEST_FIXTURES, is_startup_test
@@ -199,22 +197,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     except StartupGuardError as error:
         if not item.config.getoption("fulltrace", False):
             # The same error raised again: its cause and context stay as they were.
-            raise error.with_traceback(_without_own_frames(error.__traceback__))  # noqa: B904
+            raise error.with_traceback(without_own_frames(error.__traceback__))  # noqa: B904
         raise
-
-
-def _without_own_frames(traceback: TracebackType | None) -> TracebackType | None:
-    """``traceback`` without the frames of this package's modules."""
-    own = str(Path(__file__).resolve().parent) + os.sep
-    kept = []
-    while traceback is not None:
-        if not str(Path(traceback.tb_frame.f_code.co_filename).resolve()).startswith(own):
-            kept.append(traceback)
-        traceback = traceback.tb_next
-    pruned = None
-    for entry in reversed(kept):
-        pruned = TracebackType(pruned, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
-    return pruned
 
 
 def _undecided(item: pytest.Item) -> bool:
@@ -607,7 +591,7 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def import_race(request: pytest.FixtureRequest) -> ImportRaceProbe:
+def import_race(request: pytest.FixtureRequest) -> Iterator[ImportRaceProbe]:
     """``import_race(module, attrs=(...))``: race a background-thread import against the main one.
 
     Fresh interpreters get the test file's folder on ``PYTHONPATH``, as pytest put it on
@@ -616,17 +600,21 @@ def import_race(request: pytest.FixtureRequest) -> ImportRaceProbe:
     from pytest_startup_guard.imports.probe import ImportRaceProbe
 
     _reaper(request.config)  # the run's keeper: its interpreters end also if pytest dies
-    return ImportRaceProbe(pythonpath=[request.path.parent])
+    probe = ImportRaceProbe(pythonpath=[request.path.parent])
+    yield probe
+    end_lifetime(probe, "import_race", request.node.nodeid)
 
 
 @pytest.fixture
-def start_methods(request: pytest.FixtureRequest) -> StartMethodChecker:
+def start_methods(request: pytest.FixtureRequest) -> Iterator[StartMethodChecker]:
     """``.check(startup)`` under spawn, fork, forkserver and an already-set start method;
     ``.env_choices(startup, variable, allowed)`` for a variable's documented values."""
     from pytest_startup_guard.imports.startmethods import StartMethodChecker
 
     _reaper(request.config)  # the run's keeper: its start-ups end also if pytest dies
-    return StartMethodChecker(pythonpath=[request.path.parent])
+    checker = StartMethodChecker(pythonpath=[request.path.parent])
+    yield checker
+    end_lifetime(checker, "start_methods", request.node.nodeid)
 
 
 # -- report --------------------------------------------------------------------------------

@@ -164,6 +164,8 @@ LIFETIMES = [
     _kept("kept_hub_race", "hub_race", "arm('pointer_swap', 'org/x', 'config.json')"),
     _kept("kept_server_fleet", "server_fleet", "launch(UP, ready=ready.log('up'))"),
     _kept("kept_child_runtime", "child_runtime", "watch('.')"),
+    _kept("kept_import_race", "import_race", "__call__('json')"),
+    _kept("kept_start_methods", "start_methods", "env_choices(UP, 'X', ['a'])"),
     _kept("kept_hub_remote", "hub_remote", "add_model('acme/tiny', {'config.json': {}})"),
     _kept(
         "kept_startup_case",
