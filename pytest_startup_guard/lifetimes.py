@@ -53,6 +53,7 @@ def ended_by(value: object) -> tuple[str, str] | None:
 def _guarded(function: Callable[..., Any], name: str, *, call: bool) -> Callable[..., Any]:
     @functools.wraps(function)
     def guarded(self: object, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # a failing check's traceback shows the user's call, not this
         ended = getattr(self, _ENDED)
         if ended is not None and not _called_by_the_plugin():
             fixture, test = ended

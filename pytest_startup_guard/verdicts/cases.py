@@ -409,13 +409,7 @@ class StartupCase:
         """Judge the fleet: survive a transient race, fail closed on a corruption, rebuild a
         corrupt cache entry (``whole(bytes)``: the user's rule for a rebuilt entry)."""
         __tracebackhide__ = True
-        if self.judgement is not None:  # a second check would judge the same start-up again
-            said = "passed" if self.judgement.passed else "failed"
-            raise StartupGuardError(
-                f"startup_case.check() of case {self.spec.id} was already called in this test (it"
-                f" {said}): a case is checked once, on the fleet launched after apply(); to"
-                " judge another fleet, split the test"
-            )
+        self._refuse_a_second_check()
         if not self.applied:
             raise StartupGuardError(
                 "startup_case.check() before apply(repo, filename) or apply(path): nothing was raced"
@@ -462,6 +456,17 @@ class StartupCase:
             )
             self.judgement.message = message
             raise AssertionError(message)
+
+    def _refuse_a_second_check(self) -> None:
+        """A case is checked once: a second check would judge the same start-up again."""
+        if self.judgement is None:
+            return
+        said = "passed" if self.judgement.passed else "failed"
+        raise StartupGuardError(
+            f"startup_case.check() of case {self.spec.id} was already called in this test (it"
+            f" {said}): a case is checked once, on the fleet launched after apply(); to judge"
+            " another fleet, split the test"
+        )
 
     def _check_arguments(self, fleet: object, expect: object) -> None:
         """``check(fleet)`` takes the fleet ``server_fleet.launch()`` returned after
