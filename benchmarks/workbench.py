@@ -76,8 +76,16 @@ class Bench:
     @contextmanager
     def test(self, seed: int = 0) -> Iterator[tuple[FakeHubCache, HubRace, ServerFleet]]:
         """One test's worth: a private cache with acme/tiny, races, fleets."""
+        with self.empty_cache_test(seed) as (cache, races, fleets):
+            cache.add_model("acme/tiny", CONFIG)
+            yield cache, races, fleets
+
+    @contextmanager
+    def empty_cache_test(
+        self, seed: int = 0
+    ) -> Iterator[tuple[FakeHubCache, HubRace, ServerFleet]]:
+        """One test's worth on a private cache with no repo yet: the caller adds its own."""
         cache = FakeHubCache(Path(tempfile.mkdtemp(prefix="cache-", dir=self.folder)))
-        cache.add_model("acme/tiny", CONFIG)
         try:
             with self._test(seed, cache=cache) as (_folder, races, fleets):
                 yield cache, races, fleets

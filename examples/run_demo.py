@@ -17,7 +17,9 @@
 7. a supervisor that hides a dead worker (``test_workers.py``): ``uvicorn --workers 2`` behind a
    TCP probe, its naive workers under a deterministic race and the ones that retry;
 8. a cold-cache fleet (``test_cold_start.py``): 4 members download one model at once from a hub
-   on loopback, on an empty cache and on a warm one, per download policy.
+   on loopback, on an empty cache and on a warm one, per download policy;
+9. a model stack racing its weights (``test_model_stack.py``): config, tokenizer and weights
+   loaded at start-up, naive and retrying, as 2 processes and under ``uvicorn --workers 2``.
 
 Exits non-zero only when an observed verdict differs from the expected one. The full matrix
 (every race, every corruption, both loaders) runs in ``make test``.
@@ -60,6 +62,32 @@ WORKERS_REASON = {
     ),
     "retry": (r"^1 of 1 up", r"hit [1-9]\d*x on config\.json", r"1 absorbed it"),
 }
+STACK_ID = re.compile(r"test_weights_raced\[transient-(\w+)-(naive|retry)-(single|workers)\]")
+STACK_CASES = "test_weights_raced"
+STACK_EXPECTED = {"naive": "fail", "retry": "pass"}
+# (policy, topology) -> its reason: each process met the swap of the weights' pointer (the
+# last file it loads); the naive ones died of it, saying so (their own "load error on" line),
+# the retrying ones absorbed it. Not a missing library, not the config or the tokenizer.
+_WEIGHTS_MET = (r"pointer_swap hit [1-9]\d*x on model\.safetensors", r"met by 2 processes")
+_WEIGHTS_SAID = r"said: load error on model\.safetensors: LocalEntryNotFoundError"
+STACK_REASON = {
+    ("naive", "single"): (
+        r"(?:^|; )0 of 2 up",
+        r"server [01] exited with code 1, [1-9]\d* hits?: LocalEntryNotFoundError: ",
+        *_WEIGHTS_MET,
+        _WEIGHTS_SAID,
+    ),
+    ("naive", "workers"): (
+        r"(?:^|; )0 of 1 up",
+        r"server 0 exited with code 0, 2 of 2 workers failed with code 3, [1-9]\d* hits?: "
+        r"LocalEntryNotFoundError: ",
+        *_WEIGHTS_MET,
+        _WEIGHTS_SAID,
+    ),
+    ("retry", "single"): (r"(?:^|; )2 of 2 up", *_WEIGHTS_MET, r"2 absorbed it"),
+    ("retry", "workers"): (r"(?:^|; )1 of 1 up", *_WEIGHTS_MET, r"1 absorbed it"),
+}
+SAID = re.compile(r"^pid \d+: (?:failed to load \S+: )?(load error on \S+: \w+)")
 COLD_ID = re.compile(r"test_(cold|warm)_cache\[(\w+)\]")
 # Every policy on a cold cache, and the naive one on a warm cache, where it passes: a warm-cache
 # test never sees its bug. (The warm every and rank0 cases pass too: make test runs them.)
@@ -241,11 +269,14 @@ def observed(row: Row) -> str:
     return "; ".join(parts) or row.outcome
 
 
-def judged(want: str, row: Row, patterns: tuple[str, ...] | str) -> tuple[bool, str]:
+def judged(
+    want: str, row: Row, patterns: tuple[str, ...] | str, seen: str | None = None
+) -> tuple[bool, str]:
     """Whether a row agrees, and the end of its table line: expected, observed, whether they
-    agree, and why, as observed. A row agrees when its outcome is the expected one for the
-    expected reason: every pattern matches what was observed."""
-    seen = observed(row)
+    agree, and why, as observed (``seen``: what a table observed itself; by default
+    ``observed(row)``). A row agrees when its outcome is the expected one for the expected
+    reason: every pattern matches what was observed."""
+    seen = observed(row) if seen is None else seen
     wanted = (patterns,) if isinstance(patterns, str) else patterns
     missing = [pattern for pattern in wanted if not re.search(pattern, seen)]
     agree = row.outcome == want and not missing
@@ -274,6 +305,55 @@ def workers_table(rows: list[Row]) -> bool:
         ok, status = judged(want, row, WORKERS_REASON.get(policy, ("$^",)))
         agree &= ok
         print(f"{policy:<8} {'transient ' + race:<23} {status}")
+    return agree
+
+
+def run_model_stack(seed: int, workdir: Path) -> list[Row]:
+    """``test_model_stack.py``'s rows: the naive and retrying stack racing its weights."""
+    return run_pytest(
+        seed, workdir, "stack", "test_model_stack.py", "-k", STACK_CASES, "-p", "xdist", "-n", "2"
+    )
+
+
+def stack_observed(row: Row) -> str:
+    """What a model-stack row observed: how many processes met the change (the race's hits per
+    process) and the first load error a server said it met, then ``observed``."""
+    parts = []
+    for race in row.facts.get("races", ()):
+        met = len(race.get("hits_per_process") or ())
+        parts.append(f"met by {met} process{'es' if met != 1 else ''}")
+    servers = [server for fleet in row.facts.get("fleets", ()) for server in fleet["servers"]]
+    said = [
+        match.group(1)
+        for server in servers
+        for match in map(SAID.match, (server.get("output_tail") or "").splitlines())
+        if match
+    ]
+    parts += [f"said: {said[0]}"] if said else []
+    return "; ".join([*parts, observed(row)])
+
+
+def stack_table(rows: list[Row]) -> bool:
+    """One row per policy and topology: a failure must be the processes' death on the weights."""
+    print()
+    print(
+        "A model stack racing its weights (pointer_swap on model.safetensors, default trigger):"
+        " AutoConfig, AutoTokenizer, hf_hub_download + safetensors, 2 processes or uvicorn"
+        " --workers 2"
+    )
+    print(f"{'stack':<14} {'case':<23} {'expected':<9} {'observed':<9} {'':<12} why")
+    agree = len(rows) == len(STACK_REASON)
+    cells = []
+    for row in rows:
+        match = STACK_ID.search(row.name)
+        race, policy, topology = match.groups() if match else ("?", "?", "?")
+        cells.append((policy, topology, race, row))
+    for policy, topology, race, row in sorted(cells, key=lambda cell: cell[:2]):
+        want = STACK_EXPECTED.get(policy, "?")
+        reason = STACK_REASON.get((policy, topology), ("$^",))
+        ok, status = judged(want, row, reason, stack_observed(row))
+        agree &= ok
+        print(f"{policy + ' ' + topology:<14} {'transient ' + race:<23} {status}")
     return agree
 
 
@@ -397,6 +477,7 @@ def main() -> int:
         cold = run_pytest(
             seed, workdir, "cold", "test_cold_start.py", "-k", COLD_CASES, "-p", "xdist", "-n", "2"
         )
+        stack = run_model_stack(seed, workdir)
     agree = zoo_table(zoo)
     agree &= listed(
         "The fake cache: what transformers raised on each persistent corruption",
@@ -424,6 +505,7 @@ def main() -> int:
     )
     agree &= workers_table(workers)
     agree &= cold_start_table(cold)
+    agree &= stack_table(stack)
     print()
     print(
         f"seed {seed}: replay any case with  pytest -p startup_guard --startup-guard-seed={seed} examples/test_zoo.py -k '<case>'"

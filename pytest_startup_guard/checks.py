@@ -92,6 +92,14 @@ def _a_whole_number(minimum: int, maximum: int | None, meaning: str) -> str:
     return accepted + (f" ({meaning})" if meaning else "")
 
 
+# The longest time-out, hold or delay a user may give, in seconds: what the layers below can
+# arm (pytest-timeout's ``setitimer`` overflows past about 2**31 s, ``threading`` waits past
+# ``threading.TIMEOUT_MAX``, and a fleet's safety net is 4 x readiness x launches + 30 s) with
+# room to spare. A start-up test that waits longer than a day was given milliseconds, or 1e300.
+MAX_SECONDS = 86400.0
+UP_TO_A_DAY = f" (at most {MAX_SECONDS:g}: a day)"
+
+
 def seconds(
     name: str,
     value: object,
@@ -100,16 +108,21 @@ def seconds(
     positive: bool = False,
     error: type[InvalidArgumentError] = InvalidArgumentError,
 ) -> float:
-    """``value`` as a float if it is a finite number of seconds, >= 0 (> 0 with ``positive``)."""
+    """``value`` as a float if it is a finite number of seconds, >= 0 (> 0 with ``positive``),
+    at most ``MAX_SECONDS``."""
     if (
         not isinstance(value, (int, float))
         or isinstance(value, bool)
         or not math.isfinite(value)
         or value < 0
         or (positive and value == 0)
+        or value > MAX_SECONDS
     ):
         kind = "a positive" if positive else "a non-negative"
-        raise error(f"invalid {name}={value!r} for {where}: expected {kind} number of seconds")
+        raise error(
+            f"invalid {name}={shown(value)} for {where}: expected {kind} number of seconds"
+            f"{UP_TO_A_DAY}"
+        )
     return float(value)
 
 
@@ -254,6 +267,8 @@ def _of(meaning: str) -> str:
 
 
 __all__ = [
+    "MAX_SECONDS",
+    "UP_TO_A_DAY",
     "environment",
     "flag",
     "folder",

@@ -62,6 +62,12 @@ class UnknownNameError(StartupGuardError, ValueError):
         self.known = known_sorted
 
 
+class UnreadableFileError(StartupGuardError, ValueError):
+    """A file the plugin reads back (a JSON report, a plan) that is not what it should be: not
+    a regular file, too big or too deep, not strict JSON, or not of its schema. The message
+    names the file, the field where there is one, and what was expected."""
+
+
 def without_own_frames(traceback: TracebackType | None) -> TracebackType | None:
     """``traceback`` without the frames of this package's modules: an error the plugin raises
     on purpose is shown at the user's line, its message saying what the frames would."""

@@ -9,9 +9,11 @@ exploration), or judged by a case's check, ends:
   no verdict on the code under test;
 - ``not reached``: the race never met it, so it proves nothing.
 
-A check's ``Problem`` carries its outcome (``failed`` or ``undecided``): a check whose problems
-are all undecided is undecided, read from the type, never from the problem's words. Shared by
-every part (it imports nothing of the package).
+A check's ``Problem`` carries its outcome (``failed``, ``undecided`` or ``not judged``: a
+process started up, but its read of the raced file was never seen, so whether it survived is
+not known; never green): a check whose problems are all undecided is undecided, one whose
+problems are all not judged could not be judged; read from the type, never from the problem's
+words. Shared by every part (it imports nothing of the package).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-Failing = Literal["failed", "undecided"]  # what a problem makes of a start-up
+Failing = Literal["failed", "undecided", "not judged"]  # what a problem makes of a start-up
 Outcome = Literal["survived", "not reached"] | Failing
 OUTCOMES: tuple[Outcome, ...] = ("survived", "failed", "undecided", "not reached")
 UNDECIDED_MARK = "UNDECIDED: "  # how an undecided problem's line begins, for a person
@@ -50,3 +52,8 @@ def failed(texts: Sequence[str]) -> list[Problem]:
 def all_undecided(problems: Sequence[Problem]) -> bool:
     """Whether there are problems and every one is undecided: the check is undecided."""
     return bool(problems) and all(problem.outcome == "undecided" for problem in problems)
+
+
+def all_not_judged(problems: Sequence[Problem]) -> bool:
+    """Whether there are problems and every one is a process that could not be judged."""
+    return bool(problems) and all(problem.outcome == "not judged" for problem in problems)

@@ -519,8 +519,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     found = list(metafunc.definition.iter_markers_with_node("startup_races"))
     if not found:
         return
-    from pytest_startup_guard.verdicts.cases import GivenMarker, cases_from_marker, the_one_marker
-    from pytest_startup_guard.verdicts.marker_places import marker_place
+    from pytest_startup_guard.verdicts.cases import cases_from_marker
+    from pytest_startup_guard.verdicts.marker_places import (
+        GivenMarker,
+        marker_place,
+        the_one_marker,
+    )
 
     where = f"@pytest.mark.startup_races of {metafunc.definition.nodeid}"
     given = [

@@ -499,7 +499,7 @@ LAUNCH = [
         "server_fleet.launch(UP, count=0, ready=ready.log('up'))",
         FLEET,
         "count=0",
-        ">= 1",
+        "a whole number from 1 to 256",
     ),
     _fixture(
         "launch_ready_text",
@@ -606,7 +606,7 @@ LAUNCH = [
         "server_fleet.launch(UP, ready=ready.log('up'), workers=0)",
         FLEET,
         "workers=0",
-        ">= 1",
+        "a whole number from 1 to 256",
     ),
     _fixture(
         "launch_faults_text",
@@ -1060,7 +1060,7 @@ OPTIONS = [
     ),
     _option("timeout_zero", "--startup-guard-timeout=0", "--startup-guard-timeout '0'", "positive"),
     _option("seed_negative", "--startup-guard-seed=-1", "--startup-guard-seed '-1'", "4294967295"),
-    _option("stress_zero", "--startup-guard-stress=0", "--startup-guard-stress '0'", ">= 1"),
+    _option("stress_zero", "--startup-guard-stress=0", "--startup-guard-stress '0'", "from 1"),
     _option(
         "explore_point_zero",
         "--startup-guard-explore-point=0",
@@ -1138,7 +1138,7 @@ ENVIRONMENT = [
         "true or false",
     ),
     _env("env_target_gpu", "STARTUP_GUARD_TARGET=gpu", "STARTUP_GUARD_TARGET 'gpu'", "cuda, rocm"),
-    _env("env_stress_fraction", "STARTUP_GUARD_STRESS=1.5", "STARTUP_GUARD_STRESS '1.5'", ">= 1"),
+    _env("env_stress_fraction", "STARTUP_GUARD_STRESS=1.5", "STARTUP_GUARD_STRESS '1.5'", "from 1"),
     _env(
         "env_explore_point_unused",
         "STARTUP_GUARD_EXPLORE_POINT=3",
@@ -1234,6 +1234,8 @@ for _part in (
     "remote",
     "writer",
     "warm",
+    "boundary",
+    "report",
     "lifetimes",
 ):
     try:

@@ -69,3 +69,18 @@ def test_a_dead_uvicorn_worker_of_an_import_error_differs(
     naive = row_line(output, "naive    transient pointer_swap")
     assert naive.split()[3:6] == ["fail", "fail", "DIFFERENT"], output
     assert "ImportError" in naive, output
+
+
+@pytest.mark.usefixtures("broken_transformers")
+def test_a_model_stack_dead_of_an_import_error_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = run_demo.run_model_stack(1, tmp_path)
+    assert not run_demo.stack_table(rows)
+    output = capsys.readouterr().out
+    # The naive stack's test fails, as expected, but of the ImportError (building its model, in
+    # the test), not of the race on model.safetensors: no process met the change.
+    for topology in ("single", "workers"):
+        naive = row_line(output, f"naive {topology}")
+        assert naive.split()[4:7] == ["fail", "fail", "DIFFERENT"], output
+        assert "ImportError" in naive and "met by 2 processes" not in naive, output

@@ -274,5 +274,5 @@ def test_a_bad_stress_value_is_a_clear_error(
     result = guard_pytester.runpytest_subprocess(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        [f"*{where}*{value}*expected a whole number >= 1 (the number of rounds)*"]
+        [f"*{where}*{value}*expected a whole number from 1 to 10000 (the number of rounds)*"]
     )

@@ -350,13 +350,20 @@ def test_the_format_is_the_flag_else_html_for_an_html_file(
     assert output_format(given, None if output is None else Path(output)) == expected
 
 
-def test_other_targets_come_after_cpu_cuda_rocm_alphabetically(
+def test_targets_come_cpu_cuda_rocm_and_a_target_the_schema_does_not_name_is_refused(
     guard_pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
     (cpu,) = make_reports(guard_pytester, ("cpu",))
-    paths = [edited(cpu, tmp_path, f"{t}.json", target=t) for t in ("tpu", "rocm", "apu")]
+    paths = [edited(cpu, tmp_path, f"{t}.json", target=t) for t in ("rocm", "cuda")]
     matrix = merge_module.merge([*paths, cpu])
-    assert matrix.targets == ["cpu", "rocm", "apu", "tpu"]
+    assert matrix.targets == ["cpu", "cuda", "rocm"]
+    tpu = edited(cpu, tmp_path, "tpu.json", target="tpu")
+    with pytest.raises(merge_module.MergeError) as refused:
+        merge_module.merge([tpu, cpu])
+    assert str(refused.value) == (
+        f"{tpu} is not a valid version {SCHEMA_VERSION} report: field /target: expected one of"
+        ' "cpu", "cuda", "rocm", found "tpu"'
+    )
 
 
 def test_verdicts_and_readiness_in_words() -> None:

@@ -332,7 +332,7 @@ def test_bad_input_is_named(guard_pytester: pytest.Pytester) -> None:
 
         @pytest.mark.parametrize("call, message", [
             (lambda: on_access(nth=0), "invalid nth=0 for on_access(): expected a whole number >= 1"),
-            (lambda: on_access(hold=-1), "invalid hold=-1 for on_access(): expected a non-negative number of seconds"),
+            (lambda: on_access(hold=-1), "invalid hold=-1 for on_access(): expected a non-negative number of seconds (at most 86400: a day)"),
         ])
         def test_bad_trigger(call, message):
             with pytest.raises(ValueError) as raised:

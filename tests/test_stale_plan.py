@@ -121,8 +121,23 @@ def another_users(place: Place) -> dict[str, object]:
     return plan
 
 
+def with_field(key: str, value: object) -> Callable[[Place], dict[str, object]]:
+    """A plan that would reach a listening socket, but whose ``key`` is ``value``."""
+
+    def plan(place: Place) -> dict[str, object]:
+        place.listening(place.folder / "ctl.sock")
+        return {"socket": str(place.folder / "ctl.sock"), "dumps": None, key: value}
+
+    return plan
+
+
 STALE: dict[str, Callable[[Place], dict[str, object]]] = {
     "socket gone": gone,
+    "time-out a text": with_field("reply_timeout", "soon"),
+    "time-out nan": with_field("barrier_timeout", float("nan")),
+    "time-out inf": with_field("reply_timeout", float("inf")),
+    "time-out a list": with_field("barrier_timeout", [1]),
+    "another protocol": with_field("v", 99),
     "socket refuses": refusing,
     "controller silent": silent,
     "folder open to others": open_to_others,
@@ -131,6 +146,11 @@ STALE: dict[str, Callable[[Place], dict[str, object]]] = {
 }
 REASONS = {
     "socket gone": "is gone (No such file or directory)",
+    "time-out a text": "its reply_timeout 'soon' is not a number of seconds in (0, 86400]",
+    "time-out nan": "its barrier_timeout nan is not a number of seconds",
+    "time-out inf": "its reply_timeout inf is not a number of seconds",
+    "time-out a list": "its barrier_timeout [1] is not a number of seconds",
+    "another protocol": "its protocol version 99 is not this runtime's",
     "socket refuses": "nothing answers at",
     "controller silent": "did not answer",
     "folder open to others": "is open to other users (mode 0o755",

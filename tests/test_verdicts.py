@@ -192,7 +192,12 @@ def test_every_verdict_with_its_message(verdict_pytester: pytest.Pytester) -> No
     for fragment in (
         "server 0 did not survive the race: EXITED with code 1 after",
         "server 0 came up on the wrong config (a fallback?): GET / answered 200 but expect() rejected",
-        "the race never hit server 0: this case proves nothing for it",
+        "server 0 (pid *) could not be judged: it started up, but was never seen to read"
+        " config.json, in a window or out of one",
+        "startup_case transient-pointer_swap on config.json of acme/tiny@main: the start-up could"
+        " not be judged, so it is not green:",
+        "root cause: pid * met pointer_swap: config.json gone (its pointer removed, not yet"
+        " re-created), at its open of snapshots/*/config.json at +* s; then it exited with code 1",
         "server 0 came up on a corrupt config.json (empty): it hid the corruption",
         "server 0 hung: still running on a corrupt config.json (ready.http(*) not ready after 3 s*); hanging is failing",
         "server 1 failed, but its output names neither 'config.json' nor 'acme/tiny'",
@@ -363,7 +368,7 @@ def test_windows_model_the_writer(verdict_pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*server * did not survive the race: EXITED with code 1 after * s, before it was"
-            " ready; pid * met window * opened at +* s, closed at +* s: open for * ms; it"
+            " ready; pid * met *: config.json * in window * opened at +* s, closed at +* s: open for * ms; it"
             " retried for * ms (from its first hit at +* s to its last read of config.json at +* s): it gave up while"
             " the window was still open: a start-up must retry for longer than the window stays"
             " open (times from the fleet's release)*",
@@ -373,7 +378,8 @@ def test_windows_model_the_writer(verdict_pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(
         [
             "*server 0 did not survive the race: EXITED with code 1 after * s, before it was"
-            " ready; pid * met window 1 opened at +* s, closed at +* s: open for * ms; it"
+            " ready; pid * met pointer_swap: config.json gone (its pointer removed, not yet"
+            " re-created) in window 1 opened at +* s, closed at +* s: open for * ms; it"
             " retried for * s (from its first hit at * to its last read of config.json at *): it gave up while the"
             " window was still open*",
         ]

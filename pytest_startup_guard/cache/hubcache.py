@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -63,6 +64,7 @@ from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.runtime.observation import unobserved
 
 MARKER_NAME = ".startup_guard_cache"
+MAX_MARKER_BYTES = 4096  # the marker FakeHubCache writes is some 60 bytes
 BUILD_LOG_NAME = ".startup_guard_builds"
 _LOCKS_DIR_NAME = ".startup_guard_locks"
 
@@ -584,13 +586,35 @@ def _read_etags(folder: Path, commit: str) -> dict[str, str]:
 
 
 def _read_marker(marker: Path) -> dict[str, Any]:
+    """The marker's fields, checked before one is read: what ``FakeHubCache`` writes,
+    ``{"created_by": "pytest-startup-guard", "shared": true or false}``, in a regular file of
+    at most ``MAX_MARKER_BYTES`` (opened without blocking: a FIFO swapped in is refused)."""
+    expected = '{"created_by": "pytest-startup-guard", "shared": true or false}'
     try:
-        data = json.loads(marker.read_text())
-    except ValueError as error:
-        raise UnsafeCacheError(f"unreadable marker {marker}: {error}") from error
-    if not isinstance(data, dict):
-        raise UnsafeCacheError(f"unreadable marker {marker}: not a JSON object")
+        descriptor = os.open(marker, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ValueError("not a regular file")
+            raw = handle.read(MAX_MARKER_BYTES + 1)
+        if len(raw) > MAX_MARKER_BYTES:
+            raise ValueError(f"over {MAX_MARKER_BYTES} bytes")
+        data = json.loads(raw, parse_constant=_not_json)
+    except (OSError, ValueError, RecursionError) as error:
+        raise UnsafeCacheError(
+            f"unreadable marker {marker}: {error}; expected {expected}"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or data.get("created_by") != "pytest-startup-guard"
+        or type(data.get("shared")) is not bool
+    ):
+        found = repr(data)[:80]
+        raise UnsafeCacheError(f"unreadable marker {marker}: expected {expected}, found {found}")
     return data
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _checked_repo(repo: object, where: str) -> CachedRepo:

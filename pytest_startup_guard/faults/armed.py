@@ -59,6 +59,7 @@ class ArmedFaults:
         """Check ``faults=`` (refused here, naming what is wrong, before anything starts): the
         lock faults' paths first, then the port faults; a process fault checks itself as it
         arms. ``shape`` None: a launch with no faults (a fleet before its launch)."""
+        count = shape.count if shape is not None else None  # None: no launch to check against
         shape = shape if shape is not None else LaunchShape(0, False)
         if isinstance(faults, Iterable) and not isinstance(faults, (str, bytes, dict)):
             faults = list(faults)  # read once: by each family, and for their order
@@ -68,7 +69,7 @@ class ArmedFaults:
         self.ports = PortFaults(
             ports, count=shape.count, needs_port=shape.needs_port, ready_label=shape.ready_label
         )
-        self.processes = ProcessFaults(processes)
+        self.processes = ProcessFaults(processes, count, WHERE)
         self._order = _families_in_order(faults)
         self.released_t: float | None = None
 
@@ -147,6 +148,13 @@ class ArmedFaults:
         """What the lock faults did to member ``index``, which failed: asked once every member
         was watched, when each lock's takes are known."""
         return self.locks.cause(index)
+
+
+def check_faults(faults: object, shape: LaunchShape) -> None:
+    """Every check of ``faults=`` that needs no test folder (the lock faults' paths are checked
+    where the launch arms them, against the test's roots), before the launch does anything:
+    ``server_fleet.launch()`` refuses a bad fault at the call (``fleet.spec``)."""
+    ArmedFaults(faults, shape)  # its constructor checks, arms nothing: dropped
 
 
 def _families_in_order(faults: object) -> list[str]:

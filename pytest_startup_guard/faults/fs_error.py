@@ -99,6 +99,10 @@ class FsError:
             allow_miss=self.allow_miss,
         )
 
+    def named_members(self) -> tuple[int, ...]:
+        """The member indexes it names: checked against the launch's count at the call."""
+        return () if self.member is None else (self.member,)
+
     def arm(self, context: FaultContext) -> ArmedFsError:
         return ArmedFsError(self, context, context.watched_path(self.describe(), self.path))
 

@@ -82,6 +82,10 @@ class Interleave:
             allow_miss=self.allow_miss,
         )
 
+    def named_members(self) -> tuple[int, ...]:
+        """The member indexes it names: checked against the launch's count at the call."""
+        return (self.first[0], self.then[0])
+
     def arm(self, context: FaultContext) -> ArmedInterleave:
         return ArmedInterleave(self, context, context.watched_path(self.describe(), self.path))
 

@@ -53,6 +53,10 @@ class ListenLate:
             allow_miss=self.allow_miss,
         )
 
+    def named_members(self) -> tuple[int, ...]:
+        """The member indexes it names: checked against the launch's count at the call."""
+        return (self.member, *(self.peers or ()))
+
     def arm(self, context: FaultContext) -> ArmedListenLate:
         where = f"{self.describe()} ({context.where})"
         count = len(context.ports)

@@ -74,6 +74,10 @@ class NetworkFs:
             allow_miss=self.allow_miss,
         )
 
+    def named_members(self) -> tuple[int, ...]:
+        """The member indexes it names: checked against the launch's count at the call."""
+        return self.members or ()
+
     def arm(self, context: FaultContext) -> ArmedNetworkFs:
         resolved, paths = context.checked_path(self.describe(), self.path)
         if not os.path.isdir(resolved):

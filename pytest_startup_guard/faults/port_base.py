@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from pytest_startup_guard.checks import MAX_SECONDS, UP_TO_A_DAY
 from pytest_startup_guard.errors import InvalidArgumentError, StartupGuardError
 from pytest_startup_guard.faults.protocol import FaultEffect, MissFromWhy
 from pytest_startup_guard.runtime.events import AccessEvent, ProbeEvent
@@ -46,10 +47,11 @@ def checked_hold(hold: object, where: str) -> float | None:
         or not isinstance(hold, (int, float))
         or not math.isfinite(hold)
         or hold <= 0
+        or hold > MAX_SECONDS
     ):
         raise InvalidArgumentError(
-            f"invalid hold={hold!r} for {where}: expected seconds > 0, or None (taken until the"
-            " fleet stops)"
+            f"invalid hold={hold!r} for {where}: expected seconds > 0{UP_TO_A_DAY}, or None"
+            " (taken until the fleet stops)"
         )
     return float(hold)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, cast
 
+from pytest_startup_guard.errors import InvalidArgumentError
 from pytest_startup_guard.faults.protocol import FaultEffect, MissFromWhy
 from pytest_startup_guard.races.roots import PluginRoots
 from pytest_startup_guard.runtime.controller import (
@@ -121,6 +122,11 @@ class ProcessFault(Protocol):
 
     def describe(self) -> str: ...
 
+    def named_members(self) -> tuple[int, ...]:
+        """The member indexes it names (``member=``, ``members=``, ``first=``...): each is
+        checked against the launch's count before anything starts (``ProcessFaults``)."""
+        ...
+
     def arm(self, context: FaultContext) -> ArmedProcessFault:
         """Check the fault against this launch (paths under the test's folders, members in
         range: a clear error naming ``context.where``) and start it."""
@@ -184,7 +190,15 @@ class _Forwarder(RuntimeListener):
 class ProcessFaults:
     """The process faults of one launch."""
 
-    def __init__(self, faults: Sequence[tuple[int, ProcessFault]]) -> None:
+    def __init__(
+        self, faults: Sequence[tuple[int, ProcessFault]], count: int | None = None, where: str = ""
+    ) -> None:
+        """``count``: the launch's members, which every member a fault names must be among
+        (a fault on member 5 of a fleet of 2 is refused here, not found "never met" once the
+        members ran); None: not checked (a fleet before its launch)."""
+        if count is not None:
+            for position, fault in faults:
+                _check_members(fault, count, f"faults[{position}] of {where}")
         self.faults = list(faults)  # (position in faults=, fault)
         self.armed: list[ArmedProcessFault] = []
         self._forwarder: _Forwarder | None = None
@@ -231,6 +245,15 @@ class ProcessFaults:
         if self._forwarder is not None and self._controller is not None:
             self._controller.unsubscribe(self._forwarder)
             self._forwarder = None
+
+
+def _check_members(fault: ProcessFault, count: int, where: str) -> None:
+    for index in fault.named_members():
+        if index >= count:
+            raise InvalidArgumentError(
+                f"invalid member {index} in {fault.describe()} ({where}): expected a member"
+                f" index from 0 to {count - 1} (count={count})"
+            )
 
 
 def described(name: str, *parts: str | None, allow_miss: bool) -> str:

@@ -19,9 +19,7 @@ from pathlib import Path
 
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet import ready as ready_module
-from pytest_startup_guard.fleet.spec import PLACEHOLDER, PLACEHOLDERS
-
-_TOLD_PORT = re.compile(r"\{port\d+\}")  # {port0}: the port member 0 is told
+from pytest_startup_guard.fleet.spec import PLACEHOLDER, PLACEHOLDERS, needs_port
 
 
 def fill_placeholders(argv: Sequence[str], values: Mapping[str, object]) -> list[str]:
@@ -82,15 +80,6 @@ def runs_python(program: str) -> bool:
     except OSError:
         return False
     return first.startswith(b"#!") and b"python" in first
-
-
-def needs_port(argv: Sequence[str], ready: ready_module.Probe) -> bool:
-    """Whether members get a port: argv has ``{port}``, or the probe connects to one."""
-    return (
-        any("{port}" in arg or _TOLD_PORT.search(arg) for arg in argv)
-        or isinstance(ready, (ready_module.Http, ready_module.Tcp))
-        or getattr(ready, "needs_port", False)  # ready.file("...{port}...")
-    )
 
 
 def describe_probe(ready: ready_module.Probe) -> str:

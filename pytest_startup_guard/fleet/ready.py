@@ -222,6 +222,9 @@ def http(
             f"invalid expect={shown(expect)} for ready.http(): expected a callable on the"
             " body (or None)"
         )
+    if expect is not None:
+        _takes_one(expect, "expect", "ready.http()", "the body, a str, and returns true when the"
+                   " server came up right")  # fmt: skip
     return Http(path, status, expect)
 
 
@@ -306,4 +309,29 @@ def call(function: Callable[[Member], object]) -> Call:
             f"invalid function={shown(function)} for ready.call(): expected a callable that takes"
             " the member (ready.Member) and returns true when it is ready"
         )
+    _takes_one(function, "function", "ready.call()", "the member, a ready.Member, and returns"
+               " true when it is ready")  # fmt: skip
     return Call(function)
+
+
+def _takes_one(function: Callable[..., object], name: str, where: str, what: str) -> None:
+    """``function`` can be called with one positional argument, as the probe will call it:
+    refused here, not at the first poll once the members started."""
+    import inspect  # only when a probe is made with a callable
+
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # a built-in without a signature: called as given
+        return
+    try:
+        signature.bind(None)
+    except TypeError as error:
+        takes = (
+            "it takes no argument"
+            if not signature.parameters
+            else f"its signature {signature} cannot take one argument ({error})"
+        )
+        raise ArgumentTypeError(
+            f"invalid {name}={shown(function)} for {where}: {takes}; expected a callable that"
+            f" takes one argument ({what})"
+        ) from None

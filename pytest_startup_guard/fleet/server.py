@@ -34,6 +34,23 @@ ServerState = Literal["starting", "ready", "rejected", "exited", "hung", "undeci
 EXIT_CODE_NOTED: tuple[ServerState, ...] = ("ready", "rejected", "hung", "undecided", "stopped")
 
 
+def short_path(path: str) -> str:
+    """A path in a message, by its last three parts, a commit or blob hash cut to 8 characters:
+    ``snapshots/fb7c3780.../model.safetensors``."""
+    parts = [
+        _HASH.sub(lambda match: match.group(0)[:8] + "...", part) for part in Path(path).parts[-3:]
+    ]
+    return "/".join(parts)
+
+
+def _quoted(cause: str, met: list[str]) -> bool:
+    """Whether a cause line is already said at the end of a ``met_causes`` line."""
+    return any(line.endswith(f": {cause}") for line in met)
+
+
+_HASH = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
+
+
 def _no_hits(server: Server) -> list[Hit]:
     return []
 
@@ -201,15 +218,56 @@ class Server:
         return f": {lines[0]} (from the output)" if lines else ""
 
     def root_causes(self) -> list[str]:
-        """The root-cause lines of a failed start-up: each failed worker's own exception, then
-        the output's exception lines (those naming a raced file first), each once."""
-        causes: dict[str, None] = {}
+        """The root-cause lines of a failed start-up: first, for each of its processes that
+        met a race's change and then failed, what it met, where and when, then the first line of
+        its exception (``met_causes``); then each failed worker's own exception and the
+        output's exception lines (those naming a raced file first), each once and not again."""
+        met = self.met_causes()
+        causes: dict[str, None] = dict.fromkeys(met)
         for worker in self.failed_workers():
             if worker.cause:
                 causes.setdefault(f"{worker.label()}: {worker.cause}", None)
         for line in self.exception_lines()[:CAUSE_LINES]:
             causes.setdefault(line, None)
-        return list(causes)
+        return [cause for cause in causes if cause in met or not _quoted(cause, met)]
+
+    def met_causes(self) -> list[str]:
+        """For each process of this member that met a race's change and then failed (the
+        member itself, or a worker that died): which change it met, at which access and when,
+        then the first line of its exception, even when the exception names no file (a Rust
+        loader's ``header too small``): the access says which file it was."""
+        firsts: dict[int, Hit] = {}
+        for hit in sorted(self.hits, key=lambda hit: hit.t):
+            firsts.setdefault(hit.pid, hit)
+        failed = {worker.pid: worker for worker in self.failed_workers()}
+        lines = []
+        for pid, hit in firsts.items():
+            if pid == self.pid:
+                exceptions = self.exception_lines()
+                then = f"; then it failed: {exceptions[0]}" if exceptions else self._end_words()
+                who = f"pid {pid}"
+            elif pid in failed:
+                worker = failed[pid]
+                then = (
+                    f"; then it failed: {worker.cause}"
+                    if worker.cause
+                    else f"; then it {worker.end_words()}"
+                )
+                who = f"{worker.label()}"
+            else:
+                continue  # a worker that met the change and lived: not a cause of the failure
+            at = f"+{self.seconds_since_release(hit.t):.3f} s"
+            met = hit.found or f"a race's change at {short_path(hit.path)}"
+            lines.append(
+                f"{who} met {met}, at its {hit.op} of {short_path(hit.path)} at {at}{then}"
+            )
+        return lines
+
+    def _end_words(self) -> str:
+        """How the member itself ended, for a cause line with no exception to quote."""
+        if self.returncode is None:
+            return f"; then it did not start up ({self.state})"
+        return f"; then it exited with code {self.returncode}"
 
     def tail(self, lines: int = TAIL_LINES) -> str:
         """Its last ``lines`` lines of output, read from the end of the file, ``printable``."""
@@ -256,7 +314,7 @@ class Server:
         if hits:
             counts: dict[str, int] = {}
             for hit in hits:
-                what = f"{hit.op} {'/'.join(Path(hit.path).parts[-2:])}"
+                what = f"{hit.op} {short_path(hit.path)}"
                 counts[what] = counts.get(what, 0) + 1
             lines.append(
                 "    races hit: " + ", ".join(f"{what} x{n}" for what, n in counts.items())

@@ -34,8 +34,17 @@ from pytest_startup_guard.checks import (
     whole_number,
 )
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
+from pytest_startup_guard.faults.armed import LaunchShape, check_faults
 from pytest_startup_guard.faults.kinds import Fault
 from pytest_startup_guard.fleet import ready as ready_module
+from pytest_startup_guard.runtime.protocol import (
+    ACCESS_SITES_ENV,
+    ANCESTRY_ENV,
+    MEMBER_ENV,
+    PLAN_ENV,
+    RUN_ENV,
+    WRITER_STEPS_ENV,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Required  # typing has it from Python 3.11
@@ -44,6 +53,16 @@ PROBES = "ready.http(), ready.tcp(), ready.log(...), ready.file(...) or ready.ca
 PLACEHOLDERS = ("port", "index", "count", "port<i>")
 PLACEHOLDER = re.compile(r"\{(\w*)\}")
 _OTHER_PORT = re.compile(r"port(\d+)")  # {port0}: the port member 0 is told
+_TOLD_PORT = re.compile(r"\{port\d*\}")  # {port}, or {port0}: a port in the command
+# What a shell, ``str.format`` or a user reads as one ``{...}`` of a command (``{{`` and ``}}``
+# write braces), and one that means a placeholder with more to it: ``{index:x}``,
+# ``{port-1}``, ``{count!r}``, ``{ port }``. Those go to the command literally if not refused.
+_BRACES = re.compile(r"\{\{|\}\}|\{[^{}]*\}")
+_LOOKALIKE = re.compile(r"\{\s*(port\d*|index|count)\b")
+# The most members (and worker processes per member) one launch starts at once: each is a
+# process tree with a leased loopback port, an output file and a place at the start barrier;
+# more is a typo (count=10**6 plans a million before anything fails).
+MAX_MEMBERS = 256
 # ``warm=``: True (fork from a template), False (cold), "or_cold" (fork, or cold where forking
 # is unsafe), None (the run's --startup-guard-warm).
 Warm = bool | Literal["or_cold"] | None
@@ -118,7 +137,7 @@ class LaunchSpec:
         native_accesses = options.get("native_accesses", False)
         warm, preload = options.get("warm"), options.get("preload")
         checked_argv = _argv(argv, where)
-        checked_count = whole_number("count", count, where, minimum=1)
+        checked_count = whole_number("count", count, where, minimum=1, maximum=MAX_MEMBERS)
         probe = _probe(ready, where)
         checked_timeout = (
             default_timeout
@@ -127,16 +146,14 @@ class LaunchSpec:
         )
         checked_env, checked_cwd, checked_cache = _where_members_run(env, cwd, cache, where)
         checked_ports = _ports(ports, checked_count, where) if ports is not None else None
-        checked_workers = (
-            whole_number(
-                "workers", workers, where, minimum=1, meaning="worker processes per member"
-            )
-            if workers is not None
-            else None
-        )
+        checked_workers = _workers(workers, where) if workers is not None else None
         native = flag("native_accesses", native_accesses, where)
         checked_warm, checked_preload = _warm(warm, preload, where)
         _placeholders(checked_argv, where, checked_count)
+        _port_told(checked_argv, probe, checked_ports, where)
+        check_faults(
+            faults, LaunchShape(checked_count, needs_port(checked_argv, probe), probe.describe())
+        )
         return cls(
             argv=tuple(checked_argv),
             count=checked_count,
@@ -186,10 +203,59 @@ def _where_members_run(
             "a FakeHubCache (the hub_cache fixture, or FakeHubCache(tmp_path / 'cache'))",
         )
     return (
-        environment("env", env, where) if env is not None else None,
+        _not_the_plugins(environment("env", env, where), where) if env is not None else None,
         folder("cwd", cwd, where) if cwd is not None else None,
         checked_cache,
     )
+
+
+def _workers(workers: object, where: str) -> int:
+    return whole_number(
+        "workers",
+        workers,
+        where,
+        minimum=1,
+        maximum=MAX_MEMBERS,
+        meaning="worker processes per member",
+    )
+
+
+def _not_the_plugins(env: dict[str, str], where: str) -> dict[str, str]:
+    """``env`` without ``STARTUP_GUARD_*``: those are the plugin's. The child runtime's own
+    (``STARTUP_GUARD_PLAN``, ...) would detach a member from the test's runtime without a
+    word; a setting of the run (``STARTUP_GUARD_TIMEOUT``) is read by pytest, not a member."""
+    for name in env:
+        if not name.startswith(_OURS):
+            continue
+        if name in _RUNTIME_VARIABLES:
+            why = (
+                f"{name} is the child runtime's own variable, which the plugin sets for every"
+                " member (a value of yours would detach the members from the test's runtime)"
+            )
+        else:
+            setting = name[len(_OURS) :].lower()
+            flag = "--startup-target" if setting == "target" else "--startup-guard-" + setting
+            flag = flag.replace("_", "-")
+            why = (
+                f"{_OURS}* variables are the run's settings, read by pytest and not by a"
+                f" member: give the run {flag} (or {name} where pytest runs)"
+                + ("; for this launch alone, timeout=" if setting == "timeout" else "")
+            )
+        raise InvalidArgumentError(
+            f"invalid env[{name!r}] for {where}: {why}; leave it out of env="
+        )
+    return env
+
+
+_OURS = "STARTUP_GUARD_"
+_RUNTIME_VARIABLES = (
+    PLAN_ENV,
+    MEMBER_ENV,
+    ANCESTRY_ENV,
+    RUN_ENV,
+    WRITER_STEPS_ENV,
+    ACCESS_SITES_ENV,
+)
 
 
 def _argv(argv: object, where: str) -> list[str]:
@@ -229,7 +295,15 @@ def _argv(argv: object, where: str) -> list[str]:
 
 
 def _probe(ready: object, where: str) -> ready_module.Probe:
-    """A readiness probe made by one of the ``ready`` functions (not the function itself)."""
+    """A readiness probe made by one of the ``ready`` functions (not the function itself, nor
+    its class: ``ready.Http`` has ``check`` and ``describe``, but unbound)."""
+    if isinstance(ready, type):
+        lowered = ready.__name__.lower()
+        hint = f" (call it: ready.{lowered}(...))" if lowered in _PROBE_NAMES else ""
+        raise ArgumentTypeError(
+            f"invalid ready={shown(ready)} for {where}: a class, not a probe{hint};"
+            f" expected {PROBES}"
+        )
     if hasattr(ready, "check") and hasattr(ready, "describe"):
         return cast(ready_module.Probe, ready)  # it has what the watcher calls
     if hasattr(ready, "check"):  # a probe of the user's own: say what it lacks
@@ -292,11 +366,41 @@ def _ports(ports: object, count: int, where: str) -> tuple[int, ...]:
     )
 
 
+def needs_port(argv: Sequence[str], ready: ready_module.Probe) -> bool:
+    """Whether members get a port: argv has ``{port}``, or the probe connects to one."""
+    return any(_TOLD_PORT.search(arg) for arg in argv) or _probe_needs_port(ready)
+
+
+def _probe_needs_port(ready: ready_module.Probe) -> bool:
+    return isinstance(ready, (ready_module.Http, ready_module.Tcp)) or bool(
+        getattr(ready, "needs_port", False)  # ready.file("...{port}...")
+    )
+
+
+def _port_told(
+    argv: Sequence[str], ready: ready_module.Probe, ports: tuple[int, ...] | None, where: str
+) -> None:
+    """A probe that connects to each member's port needs the member told it: ``{port}`` in
+    the command, or ``ports=`` (a server that listens on a port of its own choosing). Else
+    every member is probed on a port it never heard of, until the time-out."""
+    if ports is not None or not _probe_needs_port(ready):
+        return
+    if any(_TOLD_PORT.search(arg) for arg in argv):
+        return
+    raise InvalidArgumentError(
+        f"invalid ready={ready.describe()} for {where}: it probes the port each member is"
+        f" told, and the command {shlex.join(argv)!r} has no {{port}}: put {{port}} in the"
+        " command (['--port', '{port}']), give ports=[...] for a server that listens on a"
+        " fixed port, or probe readiness another way (ready.log(...), ready.file(...))"
+    )
+
+
 def _placeholders(argv: Sequence[str], where: str, count: int) -> None:
     """Only ``{port}``, ``{index}``, ``{count}`` and ``{port<i>}`` for a member i of the launch
     (as ``plan.fill_placeholders`` reads them: ``{{`` and ``}}`` write braces around
     anything else)."""
     for position, arg in enumerate(argv):
+        _lookalikes(arg, position, where)
         for match in PLACEHOLDER.finditer(arg):
             other = _OTHER_PORT.fullmatch(match.group(1))
             if other is not None:
@@ -315,7 +419,24 @@ def _placeholders(argv: Sequence[str], where: str, count: int) -> None:
                 )
 
 
+def _lookalikes(arg: str, position: int, where: str) -> None:
+    """A placeholder with a format spec, a conversion, arithmetic or blanks (``{index:x}``,
+    ``{port-1}``): filled as nothing, it would reach the command as written."""
+    for match in _BRACES.finditer(arg):
+        text = match.group(0)
+        name = _LOOKALIKE.match(text)
+        if name is None or PLACEHOLDER.fullmatch(text):
+            continue
+        raise InvalidArgumentError(
+            f"invalid placeholder {text} in argv[{position}] {arg!r} of {where}: a placeholder"
+            f" is filled in as is, without format specs, conversions, arithmetic or blanks;"
+            f" write {{{name.group(1)}}} (and compute the rest in the server), or {{{{ and }}}}"
+            " for braces"
+        )
+
+
 __all__ = [
+    "MAX_MEMBERS",
     "PLACEHOLDERS",
     "PROBES",
     "WARM_CHOICES",
@@ -325,4 +446,5 @@ __all__ = [
     "LaunchOptions",
     "LaunchSpec",
     "Warm",
+    "needs_port",
 ]

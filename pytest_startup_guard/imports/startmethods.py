@@ -416,8 +416,8 @@ def check_env_choices(
         if match is not None:
             pattern("match", match, f"{where}()")
         for name, values in (("allowed", allowed), ("unlisted", unlisted)):
-            if not isinstance(values, str):
-                texts(name, values, f"{where}()", meaning="values of the variable")
+            # a str too is refused: one value would be taken for its letters' list
+            texts(name, values, f"{where}()", meaning="values of the variable")
     except InvalidArgumentError as error:
         raise StartupSpecError(str(error)) from None
     allowed_values, unlisted_values = _validate_env_choices(variable, allowed, unlisted, where)
@@ -473,8 +473,7 @@ def _validate_env_choices(
         raise StartupSpecError(
             f"variable {variable!r} given to {where}: expected an environment variable name"
         )
-    allowed_values = (allowed,) if isinstance(allowed, str) else tuple(allowed)
-    unlisted_values = (unlisted,) if isinstance(unlisted, str) else tuple(unlisted)
+    allowed_values, unlisted_values = tuple(allowed), tuple(unlisted)
     if not allowed_values:
         raise StartupSpecError(f"allowed= of {where}({variable!r}) is empty: name its values")
     overlap = sorted(set(allowed_values) & set(unlisted_values))

@@ -71,6 +71,8 @@ class Hit:
     path: str
     t: float
     window: int  # index into ArmedRace.windows
+    # What the access found, in words: the race and the state it left (``ArmedRace.found_at``).
+    found: str = ""
 
 
 @dataclass
@@ -140,6 +142,7 @@ class ArmedRace:
     _changed: frozenset[str] | None = None
     _listed: frozenset[str] = frozenset()
     _clock_start: float | None = None  # after(): counts from here
+    _found: dict[str, str] = field(default_factory=dict)  # path -> found_at(path), said once
 
     def __post_init__(self) -> None:
         if isinstance(self.trigger, OnAccess):  # no hold given: the race's window + margin
@@ -175,6 +178,11 @@ class ArmedRace:
         race says, else an access of one of ``changed_files`` (as given, or through a folder
         that is a symlink: those forms are found once, unobserved), or a listing of the folder
         that holds one where the race removes or adds a name (``Race.changes_names``)."""
+        if op in LOOK_OPS and not self.race.looks_meet():
+            # A rewrite in place keeps the name: a stat finds the file, and what is short or
+            # empty is the content, which only a read meets (huggingface_hub's isfile goes on
+            # to a read that may come after the window); a held flock no stat sees.
+            return False
         changed = self._changed_forms()
         absolute = os.path.abspath(path)
         if op in LISTING_OPS and self.race.changes_names and absolute in self._listed:
@@ -206,17 +214,42 @@ class ArmedRace:
         changed = self.changed_files()
         if isinstance(target, RaceTarget) and set(changed) == {target.pointer, target.blob}:
             return f"{target.filename} (its pointer or its blob)"
-        names = []
-        for raced in changed:
-            if isinstance(target, RaceTarget) and raced == target.pointer:
-                names.append(target.filename)
-            elif isinstance(target, RaceTarget) and raced == target.blob:
-                names.append(f"the blob of {target.filename}")
-            elif raced.is_relative_to(target.folder):
-                names.append(str(raced.relative_to(target.folder)))
-            else:
-                names.append(str(raced))
+        names = [self._name_of(raced) for raced in changed]
         return " and ".join(names) if names else "what it changes"
+
+    def _name_of(self, raced: Path) -> str:
+        """One changed path in a message's words: a hub file by its name, its blob as such,
+        a path under the race's folder relative to it, any other path as given."""
+        target = self.target
+        if isinstance(target, RaceTarget) and raced == target.pointer:
+            return target.filename
+        if isinstance(target, RaceTarget) and raced == target.blob:
+            return f"the blob of {target.filename}"
+        if raced.is_relative_to(target.folder):
+            return str(raced.relative_to(target.folder))
+        return str(raced)
+
+    def found_at(self, path: str) -> str:
+        """What an access of ``path`` found while a window was open, in words, with the race:
+        ``pointer_swap: model.safetensors gone (its pointer removed, not yet re-created)``."""
+        known = self._found.get(path)
+        if known is not None:
+            return known
+        absolute = os.path.abspath(path)
+        what = next(
+            (
+                self._name_of(raced)
+                for raced in self.changed_files()
+                if absolute in path_forms(raced)
+                or any(absolute.startswith(form + os.sep) for form in path_forms(raced))
+            ),
+            None,
+        )
+        if what is None:  # a listing of the folder that holds it, or a race's own is_hit
+            what = self.changed_label()
+        found = f"{self.name}: " + self.race.found.replace("{what}", what)
+        self._found[path] = found
+        return found
 
     def hit_members(self) -> set[str]:
         return {hit.member for hit in self.hits if hit.member is not None}
@@ -294,7 +327,15 @@ class ArmedRace:
                 self._hold(event.pid, event.member, now, trigger, reached=min(now, event.t))
         if self.is_open and meets:
             self.hits.append(
-                Hit(event.pid, event.member, event.op, path, event.t, len(self.windows) - 1)
+                Hit(
+                    event.pid,
+                    event.member,
+                    event.op,
+                    path,
+                    event.t,
+                    len(self.windows) - 1,
+                    self.found_at(path),
+                )
             )
 
     def _hold(

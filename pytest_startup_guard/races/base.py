@@ -189,6 +189,15 @@ class Race:
     # of the folder that holds what it changes meets the change too. False for a rewrite in
     # place, which a listing cannot see.
     changes_names: ClassVar[bool] = True
+    # What an access finds while the window is open, said of what it changed (``{what}``: the
+    # file's name, ``refs/main``): the words of a root-cause line ("model.safetensors gone").
+    found: ClassVar[str] = "{what} as the race left it"
+
+    def looks_meet(self) -> bool:
+        """Whether a look at what it changes (``os.stat``, ``lstat``, ``access``, ``readlink``)
+        meets the change: yes where the window removes or adds a name (a stat finds nothing),
+        no for a rewrite in place, whose short content only a read meets."""
+        return self.changes_names
 
     def raced_files(self, target: Target, /) -> tuple[Path, ...]:
         """What the race changes: the paths that look different while its window is open. An

@@ -37,6 +37,7 @@ class PointerSwap(Race):
     processes, while two of them create the same missing pointer."""
 
     name = "pointer_swap"
+    found = "{what} gone (its pointer removed, not yet re-created)"
     # huggingface_hub 2.4.0's own _create_symlink on a live pointer, os.remove to os.symlink:
     # median 90 µs (p10-p90 54-96 µs), p99 under 2x CPU load 16 ms (benchmarks/bench_windows.py).
     window = 0.0001
@@ -78,6 +79,7 @@ class RefRewrite(Race):
     changes_names = False  # rewritten in place: a listing shows the same names
 
     name = "ref_rewrite"
+    found = "{what} empty (truncated, not yet written)"
     # open(ref, "w") + write(commit) + close, as snapshot_download up to 1.30.0: median 0.23 ms
     # (p10-p90 0.18-0.28 ms), p99 under 2x CPU load 4.0 ms (benchmarks/bench_windows.py).
     window = 0.00023
@@ -113,6 +115,7 @@ class BlobRewrite(RewritesInPlace, Race):
     temporary or ``.incomplete`` file and moves it into place; docs/hub-versions.md)."""
 
     name = "blob_rewrite"
+    found = "{what} empty or short (its blob truncated, not yet written back)"
     # shutil.copyfile of a 1 KiB config onto the blob (cp onto a file): median 0.26 ms
     # (p10-p90 0.21-0.37 ms), p99 under 2x CPU load 8.3 ms (benchmarks/bench_windows.py).
     window = 0.00026
@@ -140,6 +143,7 @@ class DanglingPointer(Race):
     before blobs: closed in every release from 0.8.1 to 2.4.0 (docs/hub-versions.md)."""
 
     name = "dangling_pointer"
+    found = "{what} dangling (its blob gone)"
     # The blob removed, written back as .incomplete and moved with huggingface_hub's own
     # _chmod_and_move (a 1 KiB config from a local source): median 0.11 ms (p10-p90
     # 0.09-0.18 ms), p99 under 2x CPU load 0.36 ms (benchmarks/bench_windows.py). A blob that

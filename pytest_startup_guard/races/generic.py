@@ -61,6 +61,7 @@ class FileReplace(FileRace):
     same bytes and mode."""
 
     name = "file_replace"
+    found = "{what} gone (removed, not yet created again)"
     # os.remove, then create and write a 1 KiB file: median 47 µs (p10-p90 43-51 µs), p99
     # under 2x CPU load 0.19 ms (benchmarks/bench_windows.py).
     window = 0.00005
@@ -103,6 +104,7 @@ class FileRewrite(RewritesInPlace, FileRace):
     a temporary file and move it into place, which this race does not model."""
 
     name = "file_rewrite"
+    found = "{what} empty or short (truncated, not yet written back)"
     # open(path, "wb") + write 1 KiB + close: median 0.23 ms (p10-p90 0.17-0.30 ms), p99 under
     # 2x CPU load 12 ms (benchmarks/bench_windows.py).
     window = 0.00023
@@ -129,6 +131,7 @@ class PartialWrite(FileRewrite):
     it is completed; a reader that trusts a file because it exists reads a truncated one."""
 
     name = "partial_write"
+    found = "{what} short (written into its final name, not yet complete)"
     # urllib.request.urlretrieve of a 1 KiB file:// URL into the final name: median 0.43 ms
     # (p10-p90 0.38-0.54 ms), p99 under 2x CPU load 15 ms (benchmarks/bench_windows.py). A
     # download over the network is half written for as long as it takes: give hold= for that.
@@ -151,6 +154,7 @@ class FolderMove(PathRace):
     original returns."""
 
     name = "folder_move"
+    found = "{what} gone (its folder moved aside)"
     # os.rename aside and back: median 16 µs (p10-p90 16-19 µs), p99 under 2x CPU load 59 µs
     # (benchmarks/bench_windows.py).
     window = 0.00002

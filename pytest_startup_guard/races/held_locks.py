@@ -130,6 +130,7 @@ class LockHeld(Race):
     compile or download lock that another process holds while it works."""
 
     name = "lock_held"
+    found = "{what} held by another process"
     # A whole download: huggingface_hub holds the lock across the HTTP request(s) of the blob,
     # which no offline benchmark can time (its local part, WeakFileLock taken, blob written
     # and moved: median 0.32 ms; benchmarks/bench_windows.py). 0.5 s, a small file's HEAD and
@@ -150,6 +151,11 @@ class LockHeld(Race):
     def __repr__(self) -> str:
         shown = "" if self.kind == "flock" else f"kind={self.kind!r}"
         return f"{type(self).__name__}({shown})"
+
+    def looks_meet(self) -> bool:
+        """A held flock or lockf is invisible to a stat; a soft lock is a file that exists only
+        while it is held, which a stat finds."""
+        return self.kind == "soft"
 
     def lock_of(self, target: Target) -> Path:
         """The lock file: a hub file's download lock, else the path itself."""

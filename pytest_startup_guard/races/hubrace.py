@@ -369,7 +369,7 @@ class HubRace:
             with self.controller.lock:  # answered_at takes the same (reentrant) lock
                 armed.windows = windows
                 armed.hits = [
-                    Hit(a.pid, a.member, a.op, a.path, a.t, index)
+                    Hit(a.pid, a.member, a.op, a.path, a.t, index, armed.found_at(a.path))
                     for a in [*self.controller.accesses, *self.controller.looks]
                     if armed.watches(a.path) and armed.meets_change(a.path, a.op)
                     for index in _window_over(windows, a.t, self.controller.answered_at(a))

@@ -41,6 +41,7 @@ class StaleLock(PathRace):
     lock released by removing the file. Empty, as ``FileBaton`` leaves it."""
 
     name = "stale_lock"
+    found = "{what} left by a process that died holding it"
     models = (
         "a lock file created with O_CREAT | O_EXCL by a process that died holding it (torch"
         " FileBaton, the cpp_extension build folder's lock): nobody removes it"

@@ -20,11 +20,11 @@ through a name planted in the folder (``atomic``).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_startup_guard.report import strict_json
 from pytest_startup_guard.report.atomic import copy_atomically, write_atomically
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def folder_name(nodeid: str, attempt: int) -> str:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    write_atomically(path, json.dumps(value, indent=2, default=str) + "\n")
+    write_atomically(path, strict_json.dumps(value, default=str))
 
 
 def write_failure(

@@ -3,13 +3,16 @@
 ``startup-guard-report merge`` (``cli``) reads the JSON report of each job of a matrix
 (``--startup-guard-report``, one per target) and makes one table of them: one row per start-up
 test (its node id), one column per target (the report's own ``target`` field: ``cpu``,
-``cuda``, ``rocm`` in that order, then any other in alphabetical order). A cell holds the
+``cuda``, ``rocm`` in that order; a target the schema does not name is refused). A cell holds the
 test's outcome on that target, its verdict in words, the failure a rerun hid, the failure
 itself, and the time to ready (median and worst). Rows come in three groups: tests that fail
 (or passed only on a rerun) on one target only while another target passed them, then the
 other failing tests, then the rest; by node id within a group. A summary line per target gives
 its totals.
 
+Each report is read as a file that may come from anywhere (``read_json``: a regular file,
+bounded, strict JSON) and checked whole against ``report-schema.json`` (``schema_check``)
+before any field is read: a broken one is a ``MergeError`` naming the file and the field.
 It reads the report only (``report-schema.json``), never the plugin's live objects, and
 imports the standard library only: the console script starts without pytest. A report may
 come from anywhere: every text of it is written ``printable`` (no control character reaches
@@ -23,9 +26,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pytest_startup_guard.errors import UnreadableFileError
+from pytest_startup_guard.report.read_json import read_json
+from pytest_startup_guard.report.schema_check import first_problem, json_type, shown
 from pytest_startup_guard.report.svg import escape
 from pytest_startup_guard.report.words import (
     OUTCOMES,
@@ -54,9 +61,20 @@ __all__ = [
 ]
 
 
+def _cut(text: str, most: int = 60) -> str:
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+@cache
+def _schema() -> dict[str, Any]:
+    """report-schema.json, read once."""
+    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return schema
+
+
 def _schema_constants() -> tuple[str, int]:
     """The ``schema`` name and the ``version`` that report-schema.json describes."""
-    properties = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))["properties"]
+    properties = _schema()["properties"]
     return str(properties["schema"]["const"]), int(properties["version"]["const"])
 
 
@@ -227,42 +245,34 @@ def target_key(target: str) -> tuple[int, str]:
 
 def read_report(path: Path) -> Report:
     """Read one report; a file that is not a report of the version this module reads is an
-    error naming the file and what is wrong with it."""
+    error naming the file and what is wrong with it: not a regular file, not strict JSON, too
+    big or too deep (``read_json``), another schema or version, or a field that breaks the
+    schema (``schema_check``: the field's JSON pointer, what it should be and what it is),
+    checked whole before any field is read."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise MergeError(f"{path} is not JSON (not UTF-8 text)") from None
-    except OSError as error:
-        raise MergeError(f"cannot read {path}: {error.strerror or error}") from None
-    try:
-        document = json.loads(text)
-    except ValueError as error:
-        raise MergeError(f"{path} is not JSON: {error}") from None
+        document = read_json(path)
+    except UnreadableFileError as error:
+        raise MergeError(str(error)) from None
     if not isinstance(document, dict):
         raise MergeError(
-            f"{path} is not a {SCHEMA} file: it holds a JSON {type(document).__name__},"
-            " not an object"
+            f"{path} is not a {SCHEMA} file: it holds a JSON {json_type(document)}, not an object"
         )
     if document.get("schema") != SCHEMA:
-        found = f"{document['schema']!r}" if "schema" in document else "missing"
+        found = _cut(repr(document["schema"])) if "schema" in document else "missing"
         raise MergeError(f'{path} is not a {SCHEMA} file: its "schema" is {found}')
     version = document.get("version")
     if type(version) is not int or version != READS_VERSION:
-        found = "no version" if version is None else f"version {version!r}"
+        found = "no version" if version is None else f"version {shown(version)}"
         raise MergeError(
             f"{path} is a report of {found}; this startup-guard-report reads version"
             f" {READS_VERSION} only (merge reports written by the same pytest-startup-guard"
             " version as this one)"
         )
-    tests = document.get("tests")
-    if (
-        not isinstance(document.get("target"), str)
-        or not isinstance(tests, list)
-        or not all(isinstance(test, dict) and isinstance(test.get("nodeid"), str) for test in tests)
-    ):
+    problem = first_problem(document, _schema())
+    if problem is not None:
+        field_path, what = problem
         raise MergeError(
-            f'{path} is not a complete version {READS_VERSION} report: it needs a "target"'
-            ' and a "tests" list whose entries have a "nodeid"'
+            f"{path} is not a valid version {READS_VERSION} report: field {field_path}: {what}"
         )
     return Report(path, document)
 

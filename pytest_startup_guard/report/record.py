@@ -203,6 +203,7 @@ def race_facts(record: StartupRecord, armed: ArmedRace, limit: int | None) -> di
                 "path": printable(_relative(hit.path, target.folder)),
                 "t": record.since(hit.t),
                 "window": hit.window,
+                "found": printable(hit.found),
             }
             for hit in _limited(hits, limit)
         ],

@@ -10,7 +10,6 @@ artifacts go.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_startup_guard.report import strict_json
 from pytest_startup_guard.report.atomic import write_atomically
 from pytest_startup_guard.report.words import OUTCOMES
 from pytest_startup_guard.wording import printable
@@ -252,7 +252,7 @@ class RunReport:
     def write(self, path: Path, document: dict[str, Any]) -> None:
         """Write atomically (``atomic``): a reader never sees half a report, and a symlink
         planted at a temporary name is never followed."""
-        write_atomically(path, json.dumps(document, indent=2) + "\n")
+        write_atomically(path, strict_json.dumps(document))
         self.written = path
 
 

@@ -357,7 +357,8 @@ def _place_hits(rows: Sequence[ProcessRow], drawn: Sequence[_Row], zero: float) 
                 "hit",
                 f"hit: {who(hit.get('pid'), hit.get('member'))} {op} {path} at"
                 f" {seconds_text(mark.t - zero, 3)}, in window {hit.get('window', '?')}"
-                f" of race {mark.race}",
+                f" of race {mark.race}"
+                + (f": it found {hit['found']}" if hit.get("found") else ""),
                 {"pid": str(hit.get("pid")), "op": op, "path": path, "race": mark.race},
             )
         )

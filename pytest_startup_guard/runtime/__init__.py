@@ -4,8 +4,9 @@ Owns the ``.pth`` boot hook (``boot``), the child side (the ``child`` package: i
 the controller, audit hook, start barrier, stack dumps, exits and reaps, forks, multiprocessing
 workers, access events; a probe's close and the faulted locks, ``child.ports`` and
 ``child.locks``; the writer's pause after an open, ``child.steps``), the controller in the test
-process (``controller``; its socket, ``server``; a fleet's start barrier, ``barrier``; how long
-it held each process, ``holds``), their wire protocol (``protocol``), the flag that hides the
+process (``controller``; its socket, ``server``; who each message may speak for, ``senders``; a
+fleet's start barrier, ``barrier``; how long it held each process, ``holds``; a live
+process's stacks, ``stacks``), their wire protocol (``protocol``), the flag that hides the
 plugin's own file operations (``observation``), the ``startup-guard-probe`` console script
 (``probe``) and, on the test side, starting a process in a session of its own and ending its
 whole group (``process_group``), the run's marker in every started process's environment

@@ -62,9 +62,11 @@ from pytest_startup_guard.runtime.footprint import FootprintEvent
 from pytest_startup_guard.runtime.holds import AccessHolds
 from pytest_startup_guard.runtime.native.doubles import NativeDoubles
 from pytest_startup_guard.runtime.plan_folder import make_plan_folder
-from pytest_startup_guard.runtime.process_identity import signal_process, start_time
+from pytest_startup_guard.runtime.process_identity import ancestors, start_time
 from pytest_startup_guard.runtime.protocol import PLAN_ENV, PROTOCOL_VERSION, encode, encode_plan
+from pytest_startup_guard.runtime.senders import NAMING_OPS, Refusal, speaker, speaks_for
 from pytest_startup_guard.runtime.server import Connection, PlanServer
+from pytest_startup_guard.runtime.stacks import stacks_of
 
 _OK = encode({"ok": 1})
 _Answer = TypeVar("_Answer")  # what a listener's method returns
@@ -100,6 +102,7 @@ class RuntimeController:
         # Children reaped by a Python parent that never said hello: pid -> (exit code, t).
         self.reaped: dict[int, tuple[int, float]] = {}
         self.errors: list[str] = []
+        self.refused: list[Refusal] = []  # messages about a pid their sender may not speak for
         self._listeners: list[RuntimeListener] = []
         self._report_binds = False
         self._watched: list[str] = []
@@ -358,28 +361,7 @@ class RuntimeController:
         """The Python stacks of every thread of a live process that registered its dump."""
         with self._lock:
             record = self.processes.get(pid)
-        if record is None or record.dump_path is None:
-            return None
-        path = Path(record.dump_path)
-        before = path.stat().st_size if path.exists() else 0
-        # Only the process that said hello: a pid reused since then is left alone.
-        if not signal_process(pid, record.started, childruntime.DUMP_SIGNAL):
-            return None
-        deadline = time.monotonic() + timeout
-        last_size = -1
-        while time.monotonic() < deadline:
-            size = path.stat().st_size if path.exists() else 0
-            if size > before and size == last_size:
-                break  # written, and no longer growing
-            last_size = size
-            time.sleep(0.02)
-        try:
-            with open(path, errors="replace") as dump:
-                dump.seek(before)
-                text = dump.read()
-        except OSError:
-            return None
-        return text or None
+        return None if record is None else stacks_of(record, timeout)
 
     # -- serving ---------------------------------------------------------------------------
 
@@ -418,6 +400,16 @@ class RuntimeController:
         handler = self._handlers.get(op) if isinstance(op, str) else None
         if handler is None:
             raise ValueError(f"unknown message {op!r}")
+        if op in NAMING_OPS:  # believed only for its sender (``senders``)
+            pid = speaks_for(connection, op, message.get("pid"), self.processes.get)
+            if isinstance(pid, Refusal):
+                with self._lock:
+                    self.refused.append(pid)
+                    self.errors.append(str(pid))
+                if not message.get("noreply"):
+                    connection.sock.sendall(_OK)  # go on, unheard
+                return
+            message["pid"], message["by"] = pid, speaker(connection)
         handler(connection, message)
 
     def _access(self, connection: Connection, message: dict[str, Any]) -> None:
@@ -482,6 +474,7 @@ class RuntimeController:
         # The kernel's pid of the connecting process, not the one it says, where the kernel
         # tells (Linux: SO_PEERCRED; elsewhere the claimed one, in a folder only we can enter).
         pid = connection.peer_pid if connection.peer_pid is not None else claimed
+        connection.hello_pid = claimed
         member = message.get("member")
         native = bool(message.get("native"))  # the interposer of runtime/native
         if native and message.get("python"):
@@ -503,6 +496,7 @@ class RuntimeController:
             started=start_time(pid),
             claimed_pid=claimed if claimed != pid else None,
             native=native,
+            lineage=ancestors(pid),  # who may say it reaped it (``senders``)
         )
         connection.pid = pid
         connection.record = record
@@ -541,8 +535,8 @@ class RuntimeController:
         code = message.get("code")
         cause = message.get("cause")
         t = float(message["t"])
-        with self._lock:
-            record = connection.record or self.processes.get(pid)
+        with self._lock:  # a descendant's bye on this connection is of its own record
+            record = connection.record if pid == connection.pid else self.processes.get(pid)
             if record is None or record.bye_t is not None:
                 return
             record.bye_t = t
@@ -615,7 +609,7 @@ class RuntimeController:
 
     def _probe(self, connection: Connection, message: dict[str, Any]) -> None:
         """A probe's close: ask the listeners (the longest wait any asked for), then reply."""
-        pid = connection.pid if connection.pid is not None else int(message["pid"])
+        pid = int(message["pid"])  # its sender's, or a descendant's (``_handle``)
         event = ProbeEvent(
             pid=pid,
             member=self._member_of(pid),
@@ -636,7 +630,7 @@ class RuntimeController:
 
     def _lock_call(self, connection: Connection, message: dict[str, Any]) -> None:
         """A lock call that locks nothing: ask the listeners (the longest wait), then reply."""
-        pid = connection.pid if connection.pid is not None else int(message["pid"])
+        pid = int(message["pid"])  # its sender's, or a descendant's (``_handle``)
         event = LockEvent(
             pid=pid,
             member=self._member_of(pid),

@@ -44,6 +44,9 @@ class ProcessRecord:
     # only while the pid still has this start time. None: it was gone before it could be read.
     started: int | None = None
     claimed_pid: int | None = None  # the pid its hello named, where the kernel's differs
+    # Its ancestors' pids, nearest first, as the kernel told them at its hello: the processes
+    # that may say they reaped it (its parent, or a subreaper it was handed to).
+    lineage: tuple[int, ...] = ()
     # It said hello from the native interposer (launch(native_accesses=True)), not the Python
     # runtime: a program in C or another native language. It is never held at a start barrier.
     native: bool = False

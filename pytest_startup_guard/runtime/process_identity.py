@@ -11,6 +11,7 @@ out only while the pid still has that start time (``signal_process``):
 - ``signal_process(pid, started, number)``: on Linux a pidfd is opened first and the start
   time read after it, so the signal reaches the process the pidfd holds, never one that took
   the pid in between; without pidfds, a check and then ``os.kill`` (a window of microseconds);
+- ``ancestors(pid)``: the pids of its parent, its parent's parent and so on, from the kernel;
 - ``peer_credentials(sock)``: the pid and uid of the process at the other end of a Unix socket,
   from the kernel (``SO_PEERCRED``, Linux), not from what that process says; None elsewhere;
 - ``boot_id()`` and ``pid_namespace()``: what an owner file needs to tell a dead owner from a
@@ -29,6 +30,7 @@ import sys
 from typing import NamedTuple
 
 _STAT_STATE = 0  # fields after the command's closing ")": field 3 of /proc/<pid>/stat
+_STAT_PPID = 1  # field 4
 _STAT_PGRP = 2  # field 5
 _STAT_START = 19  # field 22: starttime, clock ticks after boot
 _LINUX = sys.platform.startswith("linux")
@@ -36,11 +38,13 @@ _LINUX = sys.platform.startswith("linux")
 
 class ProcStat(NamedTuple):
     """What ``/proc/<pid>/stat`` tells of a process: its state letter (``R``, ``S``, ``Z`` a
-    zombie, ``X`` dead, ...), its process group and its start time (clock ticks after boot)."""
+    zombie, ``X`` dead, ...), its process group, its start time (clock ticks after boot) and
+    its parent's pid."""
 
     state: bytes
     pgid: int
     started: int
+    ppid: int = 0
 
     @property
     def runs(self) -> bool:
@@ -55,7 +59,12 @@ def proc_stat(pid: int) -> ProcStat | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             fields = handle.read().rsplit(b")", 1)[1].split()
-        return ProcStat(fields[_STAT_STATE], int(fields[_STAT_PGRP]), int(fields[_STAT_START]))
+        return ProcStat(
+            fields[_STAT_STATE],
+            int(fields[_STAT_PGRP]),
+            int(fields[_STAT_START]),
+            int(fields[_STAT_PPID]),
+        )
     except (OSError, IndexError, ValueError):
         return None
 
@@ -72,6 +81,25 @@ def start_time(pid: int) -> int | None:
         return round(psutil.Process(pid).create_time() * 1000)
     except psutil.Error:
         return None
+
+
+def ancestors(pid: int, most: int = 64) -> tuple[int, ...]:
+    """The pids of ``pid``'s parent, its parent's parent, ... up to (not counting) pid 1 or 0,
+    as the kernel tells them now (Linux: ``/proc``; elsewhere psutil); () when ``pid`` is gone
+    or cannot be read. At most ``most`` of them: a chain cannot loop, but it is not trusted."""
+    if not _LINUX:
+        import psutil
+
+        try:
+            return tuple(parent.pid for parent in psutil.Process(pid).parents() if parent.pid > 1)
+        except psutil.Error:
+            return ()
+    chain: list[int] = []
+    facts = proc_stat(pid)
+    while facts is not None and facts.ppid > 1 and len(chain) < most:
+        chain.append(facts.ppid)
+        facts = proc_stat(facts.ppid)
+    return tuple(chain)
 
 
 def same_process(pid: int, started: int | None) -> bool:
@@ -154,6 +182,7 @@ def pid_namespace() -> str:
 
 __all__ = [
     "ProcStat",
+    "ancestors",
     "boot_id",
     "peer_credentials",
     "pid_namespace",

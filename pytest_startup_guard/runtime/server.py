@@ -30,6 +30,7 @@ class Connection:
     reader: FrameReader
     pid: int | None = None
     peer_pid: int | None = None  # who connected, from the kernel (None: not told on this system)
+    hello_pid: int | None = None  # the pid its hello named (any hello, also a native one's)
     record: ProcessRecord | None = None  # of its hello: an exec'd pid has a newer one
     handling: int = 0  # messages read off its socket and not handled yet (``in_flight``)
 

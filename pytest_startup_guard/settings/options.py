@@ -16,7 +16,12 @@ from typing import Any
 
 import pytest
 
-from pytest_startup_guard.checks import parse_pair, parse_whole_number
+from pytest_startup_guard.checks import (
+    MAX_SECONDS,
+    UP_TO_A_DAY,
+    parse_pair,
+    parse_whole_number,
+)
 from pytest_startup_guard.targets.detection import TARGETS
 
 TARGET_CHOICES = ("auto", *TARGETS)
@@ -43,17 +48,24 @@ def parse_seed(text: str) -> int:
 
 
 def parse_seconds(text: str) -> float:
+    """A time-out: a finite number of seconds > 0, at most a day (``checks.MAX_SECONDS``:
+    ``1e300`` would pass ``float`` and then overflow pytest-timeout's ``setitimer``)."""
+    accepted = f"expected a positive number of seconds{UP_TO_A_DAY}"
     try:
         value = float(text.strip())
     except ValueError:
-        raise ValueError("expected a positive number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError("expected a positive number of seconds")
+        raise ValueError(accepted) from None
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise ValueError(accepted)
     return value
 
 
+# The most rounds ``--startup-guard-stress`` runs a test: more never ends in a working day.
+MAX_ROUNDS = 10_000
+
+
 def parse_rounds(text: str) -> int:
-    return parse_whole_number(text, minimum=1, meaning="the number of rounds")
+    return parse_whole_number(text, minimum=1, maximum=MAX_ROUNDS, meaning="the number of rounds")
 
 
 def parse_point(text: str) -> int:

@@ -45,7 +45,13 @@ from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
 from pytest_startup_guard.lifetimes import lives_for_its_test
-from pytest_startup_guard.outcomes import UNDECIDED_MARK, Problem, all_undecided, failed
+from pytest_startup_guard.outcomes import (
+    UNDECIDED_MARK,
+    Problem,
+    all_not_judged,
+    all_undecided,
+    failed,
+)
 from pytest_startup_guard.races.armed import ArmedRace
 from pytest_startup_guard.races.base import RaceTarget
 from pytest_startup_guard.races.catalog import RACES, races_for_all, stale_races
@@ -60,6 +66,7 @@ from pytest_startup_guard.races.triggers import (
     with_hold,
 )
 from pytest_startup_guard.runtime.events import (
+    LOOK_OPS,
     READ_OPS,
     TEST_PROCESS,
     AccessEvent,
@@ -77,6 +84,14 @@ from pytest_startup_guard.verdicts.timing import Clock, retry_words, unhit_reade
 # How long a failed transient check waits for an open window to close by itself, to say how
 # long it was open (a window of the default hold closes within tens of milliseconds).
 WINDOW_SETTLE_SECONDS = 2.0
+# Why a process's read of the raced file may not have been seen. Native accesses are not turned
+# on by themselves: they load a library into every process of the fleet (LD_PRELOAD) built with
+# the system's C compiler, which changes the processes under test; a user asks for them.
+UNSEEN_READS = (
+    "does it read the file? is its interpreter under the plugin? a read in native code, such as"
+    " Rust or C (tokenizers, safetensors), is seen only with"
+    " server_fleet.launch(native_accesses=True)"
+)
 
 
 @dataclass(frozen=True)
@@ -119,35 +134,6 @@ def _names(
         if name not in known:
             raise UnknownNameError(WORDS[kind].noun, name, known, where)
     return list(dict.fromkeys(value))
-
-
-@dataclass(frozen=True)
-class GivenMarker:
-    """One ``startup_races`` marker a test carries, and where it was written."""
-
-    place: str  # "on the function", "on class TestX", "on module test_x.py"
-    args: tuple[object, ...]
-    kwargs: dict[str, object]
-
-    def describe(self) -> str:
-        written = [repr(arg) for arg in self.args]
-        written += [f"{key}={value!r}" for key, value in self.kwargs.items()]
-        return f"startup_races({', '.join(written)}) {self.place}"
-
-
-def the_one_marker(markers: Sequence[GivenMarker], where: str) -> GivenMarker:
-    """The test's one ``startup_races`` marker. Two (on the function and its class, or twice
-    on the function) are refused rather than merged: the closest would win and the other's
-    cases would silently not run, and merging would have to guess whose ``hold=``,
-    ``trigger=`` and ``explore=`` the other's cases take."""
-    if len(markers) == 1:
-        return markers[0]
-    listed = "; ".join(marker.describe() for marker in markers)
-    raise StartupGuardError(
-        f"{where} has {len(markers)} startup_races markers ({listed}): a test takes one."
-        " Write every case in one marker (startup_races(transient=[...], corrupt=[...],"
-        " stale=[...], rebuild=[...])), or split the test"
-    )
 
 
 def cases_from_marker(
@@ -437,13 +423,13 @@ class StartupCase:
         undecided = all_undecided(problems)
         self.judgement = Judgement(not problems, "", undecided)
         if problems:
-            header = (
-                f"startup_case {self.spec.id} on {self.target}: {UNDECIDED_MARK}the machine was too"
-                f" slow to decide whether the start-up {verdict}:"
-                if undecided
-                else f"startup_case {self.spec.id} on {self.target}: the start-up was expected to"
-                f" have {verdict}, but:"
-            )
+            about = f"startup_case {self.spec.id} on {self.target}"
+            if undecided:
+                header = f"{about}: {UNDECIDED_MARK}the machine was too slow to decide whether the start-up {verdict}:"
+            elif all_not_judged(problems):
+                header = f"{about}: the start-up could not be judged, so it is not green:"
+            else:
+                header = f"{about}: the start-up was expected to have {verdict}, but:"
             message = "\n".join(
                 [
                     header,
@@ -519,6 +505,7 @@ class StartupCase:
         self._let_windows_close(fleet)
         self.races.hits  # noqa: B018 - reads a chaos refresher's windows into its hits
         problems: list[Problem] = []
+        readers = set(self._raced_reads())
         for server in fleet.servers:
             if server.state == "undecided":
                 problems.append(undecided(server))
@@ -549,17 +536,44 @@ class StartupCase:
                         f"server {server.index} is up but check(expect=...) rejected what it serves"
                     )
                 )
-            if not server.hits:
+            if not server.hits and not server.ready:
                 problems.append(
                     Problem(
                         f"the race never hit server {server.index}: this case proves nothing for it"
                         f" (none of its processes was seen to access {self._raced_name()} while"
-                        " the race changed it: does it read the file? is its interpreter under"
-                        " the plugin? a read in native code, such as Rust or C, is seen only with"
-                        " server_fleet.launch(native_accesses=True))"
+                        f" the race changed it: {UNSEEN_READS})"
                     )
                 )
+            elif server.ready:
+                problems.extend(self._not_judged(server, readers))
         return problems + failed(self._unhit_readers(fleet))
+
+    def _not_judged(self, server: Server, readers: set[int]) -> list[Problem]:
+        """A member that started up, each of whose processes that did start-up work (its
+        workers that touched the cache, else the member itself) must have met the change or
+        been seen to read the raced file (then ``_unhit_readers`` says when): one that was
+        neither could not be judged, and is not counted as surviving."""
+        met = {hit.pid for hit in server.hits}
+        working = [worker for worker in server.workers if worker.first_access_t is not None]
+        processes = {worker.pid: worker.label() for worker in working} or {server.pid: ""}
+        unseen = [pid for pid in processes if pid not in met and pid not in readers]
+        name = self._raced_name()
+        problems = []
+        for pid in unseen:
+            who = (
+                f"{processes[pid]} of server {server.index}"
+                if processes[pid]
+                else (f"server {server.index} (pid {pid})")
+            )
+            problems.append(
+                Problem(
+                    f"{who} could not be judged: it started up, but was never seen to read"
+                    f" {name}, in a window or out of one, so whether it survived the race is not"
+                    f" known and it is not counted as surviving ({UNSEEN_READS})",
+                    "not judged",
+                )
+            )
+        return problems
 
     def _let_windows_close(self, fleet: Fleet, within: float = WINDOW_SETTLE_SECONDS) -> None:
         """Where a member did not start up, give an open window (at most ``within`` seconds)
@@ -580,19 +594,23 @@ class StartupCase:
         return Clock(self.armed.armed_t, "arming the race")
 
     def _raced_reads(self) -> dict[int, list[AccessEvent]]:
-        """Each process's accesses of the raced file since arming (the test process's aside:
-        a case judges the fleet, and a test may read the file itself)."""
+        """Each process's reads of the raced file since arming, and its looks at it (a
+        ``stat`` that decides, as huggingface_hub's ``isfile``), oldest first (the test
+        process's aside: a case judges the fleet, and a test may read the file itself)."""
         armed = self.armed
         if armed is None:
             return {}
         controller = self.races.controller
         with controller.lock:
-            accesses = list(controller.accesses)
+            # Looks only where a look meets the change (ArmedRace.meets_change): a race that
+            # removes a name, not a rewrite in place.
+            looks = controller.looks if armed.race.looks_meet() else []
+            accesses = sorted([*controller.accesses, *looks], key=lambda a: a.t)
         reads: dict[int, list[AccessEvent]] = {}
         for access in accesses:
             if (
                 access.t >= armed.armed_t
-                and access.op in READ_OPS
+                and access.op in (*READ_OPS, *LOOK_OPS)
                 and access.member != TEST_PROCESS
                 and access.pid != os.getpid()
                 and armed.reads_raced_file(access.path)
@@ -622,7 +640,8 @@ class StartupCase:
             last_read = max((a.t for a in reads.get(pid, [])), default=max(h.t for h in own))
             end_t, end = max(first, last_read), f"its last read of {self._raced_name()}"
             windows = sorted({hit.window for hit in own})
-            lines.append(retry_words(pid, armed.windows, windows, first, end_t, end, clock))
+            found = min(own, key=lambda hit: hit.t).found
+            lines.append(retry_words(pid, armed.windows, windows, first, end_t, end, clock, found))
         return lines
 
     def _unhit_readers(self, fleet: Fleet) -> list[str]:

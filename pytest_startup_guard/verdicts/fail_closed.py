@@ -24,7 +24,7 @@ from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.fleet.workers import Worker
 from pytest_startup_guard.outcomes import Problem, failed
 from pytest_startup_guard.races.armed import ArmedRace
-from pytest_startup_guard.runtime.events import FILE_OPS
+from pytest_startup_guard.runtime.events import FILE_OPS, LOOK_OPS
 from pytest_startup_guard.verdicts.members import (
     exited_late,
     late_exit,
@@ -90,13 +90,14 @@ def _unnamed(server: Server, filename: str, repo_id: str) -> str:
 
 def _readers(fleet: Fleet, paths: set[str]) -> set[int]:
     """The pids of the fleet's processes that accessed one of ``paths`` (resolved but the last
-    part, as ``resolved_path`` gives them)."""
+    part, as ``resolved_path`` gives them), or looked at one: huggingface_hub decides with
+    ``isfile`` that a pointer whose blob is missing is not there, and reads nothing."""
     with fleet.controller.lock:
-        accesses = list(fleet.controller.accesses)
+        accesses = [*fleet.controller.accesses, *fleet.controller.looks]
     real: dict[str, str] = {}  # each reported path resolved once
     pids = set()
     for access in accesses:
-        if access.op not in FILE_OPS:
+        if access.op not in FILE_OPS and access.op not in LOOK_OPS:
             continue
         if access.path not in real:
             real[access.path] = resolved_path(access.path)

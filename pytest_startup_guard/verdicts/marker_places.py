@@ -1,4 +1,5 @@
-"""Where a ``startup_races`` marker was written, and the one place the plugin cannot read it.
+"""Where a ``startup_races`` marker was written (``GivenMarker``; a test takes one:
+``the_one_marker``), and the one place the plugin cannot read it.
 
 pytest puts a marker on a function, a class, a module's ``pytestmark`` or a
 ``pytest.param(..., marks=...)``. The first three reach ``pytest_generate_tests``, where the
@@ -9,9 +10,41 @@ it would otherwise never make a case.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import pytest
 
 from pytest_startup_guard.errors import StartupGuardError
+
+
+@dataclass(frozen=True)
+class GivenMarker:
+    """One ``startup_races`` marker a test carries, and where it was written."""
+
+    place: str  # "on the function", "on class TestX", "on module test_x.py"
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
+
+    def describe(self) -> str:
+        written = [repr(arg) for arg in self.args]
+        written += [f"{key}={value!r}" for key, value in self.kwargs.items()]
+        return f"startup_races({', '.join(written)}) {self.place}"
+
+
+def the_one_marker(markers: Sequence[GivenMarker], where: str) -> GivenMarker:
+    """The test's one ``startup_races`` marker. Two (on the function and its class, or twice
+    on the function) are refused rather than merged: the closest would win and the other's
+    cases would silently not run, and merging would have to guess whose ``hold=``,
+    ``trigger=`` and ``explore=`` the other's cases take."""
+    if len(markers) == 1:
+        return markers[0]
+    listed = "; ".join(marker.describe() for marker in markers)
+    raise StartupGuardError(
+        f"{where} has {len(markers)} startup_races markers ({listed}): a test takes one."
+        " Write every case in one marker (startup_races(transient=[...], corrupt=[...],"
+        " stale=[...], rebuild=[...])), or split the test"
+    )
 
 
 def marker_place(node: object, test: object) -> str:

@@ -44,11 +44,15 @@ def retry_words(
     end_t: float,
     end: str,
     clock: Clock,
+    found: str = "",
 ) -> str:
-    """What a process that met the race and did not start up did with its time: each window
-    it met, how long it retried (its first hit to ``end_t``: ``end`` says what that is, "its
-    exit" or "its last read of config.json") and whether it gave up inside a window."""
+    """What a process that met the race and did not start up did with its time: what it
+    found (``Hit.found``: the change, in words), each window it met, how long it retried (its
+    first hit to ``end_t``: ``end`` says what that is, "its exit" or "its last read of
+    config.json") and whether it gave up inside a window."""
     met = "; ".join(window_words(windows, index, clock) for index in hit_windows)
+    if found:
+        met = f"{found} in {met}"
     retried = (
         f"it retried for {_seconds(max(0.0, end_t - first_hit_t))} (from its first hit at"
         f" {clock.at(first_hit_t)} to {end} at {clock.at(end_t)})"

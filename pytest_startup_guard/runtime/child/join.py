@@ -23,12 +23,19 @@ from pytest_startup_guard.runtime.child import locks, ports
 from pytest_startup_guard.runtime.child.audit import client_sink, set_footprint, set_watched
 from pytest_startup_guard.runtime.child.client import Client
 from pytest_startup_guard.runtime.child.state import DUMP_SIGNAL, state
-from pytest_startup_guard.runtime.protocol import ANCESTRY_ENV, PLAN_ENV, decode_plan
+from pytest_startup_guard.runtime.protocol import (
+    ANCESTRY_ENV,
+    PLAN_ENV,
+    PROTOCOL_VERSION,
+    decode_plan,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO, Any
 
+DEFAULT_TIMEOUT = 30.0  # seconds: a plan's reply and barrier time-outs where it names none
+MAX_PLAN_SECONDS = 86400.0  # a day: a longer time-out is no plan of ours (and no socket takes inf)
 # File types of st_mode (the stat module's values, which POSIX fixes), without importing stat.
 _S_IFMT, _S_IFDIR, _S_IFSOCK = 0o170000, 0o040000, 0o140000
 
@@ -36,11 +43,19 @@ _S_IFMT, _S_IFDIR, _S_IFSOCK = 0o170000, 0o040000, 0o140000
 def plan_refusal(plan: dict[str, Any]) -> str | None:
     """Why this process must not follow ``plan``, or None when it may.
 
-    A controller makes its plan's folder private (``mkdtemp``: mode 0700) and puts its socket
-    there. A folder that is gone, a symlink, another user's or open to other users is not a
+    Everything it says is checked before it is used: its protocol version, its time-outs
+    (finite seconds, at most a day), its socket and dumps paths. A controller makes its plan's
+    folder private (``mkdtemp``: mode 0700) and puts its socket there. A folder that is gone, a symlink, another user's or open to other users is not a
     live plan of ours: at best the leftover of a test that is over, at worst a plan someone
     else planted to be told what this process opens. ``os.lstat`` only: no symlink is
     followed, no audit event raised."""
+    version = plan.get("v", PROTOCOL_VERSION)
+    if type(version) is not int or version != PROTOCOL_VERSION:
+        return f"its protocol version {version!r} is not this runtime's ({PROTOCOL_VERSION})"
+    for key in ("reply_timeout", "barrier_timeout"):  # a socket's time-out, a barrier's wait
+        seconds = plan.get(key, DEFAULT_TIMEOUT)
+        if type(seconds) not in (int, float) or not 0 < seconds <= MAX_PLAN_SECONDS:
+            return f"its {key} {seconds!r} is not a number of seconds in (0, {MAX_PLAN_SECONDS:g}]"
     socket_path = plan.get("socket")
     if type(socket_path) is not str or not socket_path.startswith("/"):
         return f"its socket {socket_path!r} is not an absolute path"
