@@ -4,7 +4,8 @@ Four parts, each in a module of its own that can also run alone:
 
 - misuse (``trust_misuse``): every case of ``tests/misuse_cases.py`` run as a user would, and
   the share that gets the plugin's clear error naming the argument and the bad value (target
-  100 %);
+  100 %); the same share over the generated misuses of ``tests/misuse_generated*.py``, with
+  internal exceptions, silent acceptances, late failures and hangs counted apart;
 - ``kill -9`` (``trust_kill``): rounds of a pytest run whose members detached helpers (a
   double-forked Python daemon, a shell's ``setsid sleep``, a start-method check hanging), then
   SIGKILL of pytest: processes of the run and plan folders left, and the slowest clean-up

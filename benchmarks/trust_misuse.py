@@ -9,6 +9,11 @@ name and the bad value), and shows no frame of the plugin's internals. Here ever
 subprocess (plugin autoloading off), so nothing depends on a pytest already running.
 The target (issue 31): 100 % of the cases.
 
+The generated misuses (``tests/misuse_generated*.py``: Hypothesis strategies of wrong values
+for an entry point, derandomized) are counted beside them: the share that got the plugin's
+clear error at the call, and the rest by what happened instead (a plugin error without the
+value, an internal exception, a silent acceptance, a late failure, a hang).
+
 ``python benchmarks/trust_misuse.py [--json PATH]`` prints the figures (``--quick`` runs them
 all too: they take seconds); a ``trust`` group can call ``measure_misuse`` itself.
 """
@@ -28,6 +33,7 @@ TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))
 
 from misuse_cases import CASES, WHERES  # noqa: E402 - found through TESTS
+from misuse_generated import VERDICTS, families, verdicts  # noqa: E402
 from test_misuse import (  # noqa: E402
     Outcome,
     cli_outcome,
@@ -101,6 +107,51 @@ def measure_misuse() -> dict[str, Any]:
     }
 
 
+GENERATED_EXAMPLES = 100  # a family's examples (20 with --quick)
+
+
+def measure_generated(examples: int) -> dict[str, Any]:
+    """Every family of ``tests/misuse_generated*.py``, ``examples`` derandomized values each
+    (the same ones every run): how each call ended, counted by verdict (``VERDICTS``), in all
+    and by family."""
+    by_family: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory(prefix="trust-generated-") as scratch:
+        for number, family in enumerate(families()):
+            counted = verdicts(family, examples, Path(scratch) / f"family-{number}")
+            by_family[family.name] = {kind: counted[kind] for kind in VERDICTS}
+    totals = {kind: sum(counts[kind] for counts in by_family.values()) for kind in VERDICTS}
+    cases = sum(totals.values())
+    return {
+        "cases": cases,
+        "clear": totals["clear"],
+        "share": totals["clear"] / cases if cases else 0.0,
+        "totals": totals,
+        "by_family": by_family,
+    }
+
+
+def generated_figure(quick: bool) -> Figure:
+    measured = measure_generated(20 if quick else GENERATED_EXAMPLES)
+    totals = measured["totals"]
+    counts = ", ".join(f"{kind} {totals[kind]}" for kind in VERDICTS)
+    unclear = "; ".join(
+        f"{name}: "
+        + ", ".join(f"{kind} {n}" for kind, n in counts_.items() if n and kind != "clear")
+        for name, counts_ in measured["by_family"].items()
+        if counts_["clear"] < sum(counts_.values())
+    )
+    return figure(
+        "trust: generated misuses with a clear error",
+        100.0 * measured["share"],
+        "%",
+        target="100 %",
+        passed=measured["clear"] == measured["cases"],
+        detail=f"{measured['clear']} of {measured['cases']} over"
+        f" {len(measured['by_family'])} families ({counts})"
+        + (f"; not: {unclear}" if unclear else ""),
+    )
+
+
 def figures(quick: bool) -> list[Figure]:
     measured = measure_misuse()
     places = ", ".join(
@@ -126,6 +177,7 @@ def figures(quick: bool) -> list[Figure]:
             detail=f"{measured['clear']} of {measured['cases']}"
             + (f"; not: {unclear}" if unclear else ""),
         ),
+        generated_figure(quick),
     ]
 
 

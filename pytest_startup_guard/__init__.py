@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_startup_guard.cache.hubcache import FakeHubCache as FakeHubCache
     from pytest_startup_guard.cache.sources import RepoSourceError as RepoSourceError
     from pytest_startup_guard.errors import ArgumentTypeError as ArgumentTypeError
+    from pytest_startup_guard.errors import ExpiredFixtureError as ExpiredFixtureError
     from pytest_startup_guard.errors import InvalidArgumentError as InvalidArgumentError
     from pytest_startup_guard.errors import NotInCacheError as NotInCacheError
     from pytest_startup_guard.errors import StartupGuardError as StartupGuardError

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 
 class StartupGuardError(Exception):
@@ -33,6 +37,11 @@ class NotInCacheError(StartupGuardError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class ExpiredFixtureError(StartupGuardError, RuntimeError):
+    """The object a fixture gave (``hub_cache``, ``server_fleet``, ...) used after its test
+    ended (its message names the fixture, the test and the call)."""
+
+
 class UnknownNameError(StartupGuardError, ValueError):
     """A race, corruption, target or readiness name that is not in its catalog."""
 
@@ -57,3 +66,22 @@ class UnreadableFileError(StartupGuardError, ValueError):
     """A file the plugin reads back (a JSON report, a plan) that is not what it should be: not
     a regular file, too big or too deep, not strict JSON, or not of its schema. The message
     names the file, the field where there is one, and what was expected."""
+
+
+def without_own_frames(traceback: TracebackType | None) -> TracebackType | None:
+    """``traceback`` without the frames of this package's modules: an error the plugin raises
+    on purpose is shown at the user's line, its message saying what the frames would."""
+    import os  # only where such an error is shown: a child process imports this module
+    from pathlib import Path
+    from types import TracebackType
+
+    own = str(Path(__file__).resolve().parent) + os.sep
+    kept = []
+    while traceback is not None:
+        if not str(Path(traceback.tb_frame.f_code.co_filename).resolve()).startswith(own):
+            kept.append(traceback)
+        traceback = traceback.tb_next
+    pruned = None
+    for entry in reversed(kept):
+        pruned = TracebackType(pruned, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return pruned

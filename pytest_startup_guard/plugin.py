@@ -7,17 +7,16 @@ library and pytest only; everything heavy is imported inside the fixture or hook
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_startup_guard.errors import StartupGuardError
+from pytest_startup_guard.errors import StartupGuardError, without_own_frames
 from pytest_startup_guard.fleet import timeouts
+from pytest_startup_guard.lifetimes import end_lifetime
 from pytest_startup_guard.report.record import STARTUP_TEST_FIXTURES, is_startup_test
 from pytest_startup_guard.settings import options
 from pytest_startup_guard.settings.session import SESSION_KEY, build_session, get_session
@@ -127,6 +126,9 @@ TARGET_CHOICE_KEY = pytest.StashKey[TargetChoice]()
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    from pytest_startup_guard.verdicts.marker_places import refuse_param_markers
+
+    refuse_param_markers(items)  # a startup_races marker in a pytest.param: never read
     choice = config.stash[TARGET_CHOICE_KEY]
     markers.select_by_target(
         config, items, choice.target, explicit=choice.explicit, own_suffix=OWN_MARKER_SUFFIX
@@ -195,22 +197,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     except StartupGuardError as error:
         if not item.config.getoption("fulltrace", False):
             # The same error raised again: its cause and context stay as they were.
-            raise error.with_traceback(_without_own_frames(error.__traceback__))  # noqa: B904
+            raise error.with_traceback(without_own_frames(error.__traceback__))  # noqa: B904
         raise
-
-
-def _without_own_frames(traceback: TracebackType | None) -> TracebackType | None:
-    """``traceback`` without the frames of this package's modules."""
-    own = str(Path(__file__).resolve().parent) + os.sep
-    kept = []
-    while traceback is not None:
-        if not str(Path(traceback.tb_frame.f_code.co_filename).resolve()).startswith(own):
-            kept.append(traceback)
-        traceback = traceback.tb_next
-    pruned = None
-    for entry in reversed(kept):
-        pruned = TracebackType(pruned, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
-    return pruned
 
 
 def _undecided(item: pytest.Item) -> bool:
@@ -238,6 +226,7 @@ def hub_cache(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[FakeHub
     _record(request).add_cache(cache)
     with HubEnvironment(cache.env).applied():
         yield cache
+    end_lifetime(cache, "hub_cache", request.node.nodeid)
 
 
 @pytest.fixture
@@ -260,6 +249,8 @@ def hub_remote(tmp_path: Any, request: pytest.FixtureRequest) -> Iterator[HubRem
             yield remote
     finally:
         problems = remote.close()  # after the environment is restored, as it was applied
+        for ended in (remote, remote.cache):  # its cache: the test's hub_cache, or its own
+            end_lifetime(ended, "hub_remote", request.node.nodeid)
     if problems:
         pytest.fail("startup-guard hub_remote:\n" + "\n".join(problems), pytrace=False)
 
@@ -329,6 +320,7 @@ def child_runtime(
     finally:
         controller.close()
         reaper.remove_folder(controller.folder)
+        end_lifetime(controller, "child_runtime", request.node.nodeid)
     if problems:
         pytest.fail("startup-guard child runtime:\n" + "\n".join(problems), pytrace=False)
 
@@ -369,6 +361,7 @@ def hub_race(child_runtime: RuntimeController, request: pytest.FixtureRequest) -
         yield races
     finally:
         problems = races.close()
+        end_lifetime(races, "hub_race", request.node.nodeid)
     if problems:
         pytest.fail("startup-guard races:\n" + "\n".join(problems), pytrace=False)
 
@@ -477,6 +470,7 @@ def server_fleet(
         late = fleets.unreported_problems()
     finally:
         fleets.stop_all()
+        end_lifetime(fleets, "server_fleet", request.node.nodeid)
     if late:
         pytest.fail(
             "a server failed after it was ready, and no check of the test saw it:\n"
@@ -525,11 +519,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     found = list(metafunc.definition.iter_markers_with_node("startup_races"))
     if not found:
         return
-    from pytest_startup_guard.verdicts.cases import GivenMarker, cases_from_marker, the_one_marker
+    from pytest_startup_guard.verdicts.cases import cases_from_marker
+    from pytest_startup_guard.verdicts.marker_places import (
+        GivenMarker,
+        marker_place,
+        the_one_marker,
+    )
 
     where = f"@pytest.mark.startup_races of {metafunc.definition.nodeid}"
     given = [
-        GivenMarker(_marker_place(node, metafunc.definition), mark.args, dict(mark.kwargs))
+        GivenMarker(marker_place(node, metafunc.definition), mark.args, dict(mark.kwargs))
         for node, mark in found
     ]
     try:
@@ -543,17 +542,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except StartupGuardError as error:
         raise pytest.Collector.CollectError(str(error)) from None
     metafunc.parametrize("startup_case", cases, ids=[case.id for case in cases], indirect=True)
-
-
-def _marker_place(node: object, test: pytest.Item) -> str:
-    """Where a marker of ``test`` was written (``node``: the test or a collector above it)."""
-    if node is test:
-        return "on the function"
-    if isinstance(node, pytest.Class):
-        return f"on class {node.name}"
-    if isinstance(node, pytest.Module):
-        return f"on module {node.name}"
-    return f"on {getattr(node, 'nodeid', '') or getattr(node, 'name', 'a collector')}"
 
 
 @pytest.fixture
@@ -582,6 +570,7 @@ def startup_case(hub_race: HubRace, request: pytest.FixtureRequest) -> Iterator[
     request.node.stash[CASE_KEY] = case
     _record(request).case = case
     yield case
+    end_lifetime(case, "startup_case", request.node.nodeid)
     unchecked = case.judgement is None and (case.repo is not None or case.entry is not None)
     if unchecked and not request.node.stash.get(CALL_FAILED_KEY, False):
         pytest.fail(
@@ -606,7 +595,7 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture
-def import_race(request: pytest.FixtureRequest) -> ImportRaceProbe:
+def import_race(request: pytest.FixtureRequest) -> Iterator[ImportRaceProbe]:
     """``import_race(module, attrs=(...))``: race a background-thread import against the main one.
 
     Fresh interpreters get the test file's folder on ``PYTHONPATH``, as pytest put it on
@@ -615,17 +604,21 @@ def import_race(request: pytest.FixtureRequest) -> ImportRaceProbe:
     from pytest_startup_guard.imports.probe import ImportRaceProbe
 
     _reaper(request.config)  # the run's keeper: its interpreters end also if pytest dies
-    return ImportRaceProbe(pythonpath=[request.path.parent])
+    probe = ImportRaceProbe(pythonpath=[request.path.parent])
+    yield probe
+    end_lifetime(probe, "import_race", request.node.nodeid)
 
 
 @pytest.fixture
-def start_methods(request: pytest.FixtureRequest) -> StartMethodChecker:
+def start_methods(request: pytest.FixtureRequest) -> Iterator[StartMethodChecker]:
     """``.check(startup)`` under spawn, fork, forkserver and an already-set start method;
     ``.env_choices(startup, variable, allowed)`` for a variable's documented values."""
     from pytest_startup_guard.imports.startmethods import StartMethodChecker
 
     _reaper(request.config)  # the run's keeper: its start-ups end also if pytest dies
-    return StartMethodChecker(pythonpath=[request.path.parent])
+    checker = StartMethodChecker(pythonpath=[request.path.parent])
+    yield checker
+    end_lifetime(checker, "start_methods", request.node.nodeid)
 
 
 # -- report --------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ runs every case as a user would and checks that the run fails with the plugin's 
 - ``option``: command-line arguments; ``env``: ``NAME=value`` in the environment; ``ini``:
   lines of the ini file (pytester writes a tox.ini; ``args`` are added to the command line).
   The run must stop before any test with a usage error. Every one runs on a folder holding
-  ``test_plain.py`` (one plain test), ``a_file.txt``, ``a_folder/``, ``empty.json`` and
-  ``bad.json``.
+  ``test_plain.py`` (one plain test), ``a_file.txt``, ``a_folder/``, ``empty.json``,
+  ``bad.json`` and ``a_link.json`` (a symbolic link to ``empty.json``).
 - ``cli``: the arguments of ``startup-guard-report``, run in that same folder.
 
 ``needs`` names another part of issue 31 the case waits for, where its fix is not in the
@@ -43,6 +43,9 @@ class Misuse:
     marker: str = ""
     args: tuple[str, ...] = ()
     needs: str = ""
+    # ``fixture`` cases: whole tests written before the case's test in the same file (a test
+    # that keeps a fixture's object in a global, for the case's test to use after it ended).
+    before: str = ""
 
 
 # What every ``api`` and ``fixture`` case may use (the inner test file's first lines).
@@ -1233,6 +1236,7 @@ for _part in (
     "warm",
     "boundary",
     "report",
+    "lifetimes",
 ):
     try:
         _module = __import__(f"misuse_cases_{_part}")

@@ -39,7 +39,7 @@ DATA_FLOW = (
 # Modules at the package root: the pytest-facing top, and what every part may use (``outcomes``:
 # the one outcome type of a raced start-up, for the cases, the explorations and the report).
 TOP = {"__init__", "plugin", "hooks"}
-SHARED = {"errors", "checks", "wording", "outcomes", "_version"}
+SHARED = {"errors", "checks", "wording", "outcomes", "lifetimes", "_version"}
 
 
 def module_name(path: Path) -> str:

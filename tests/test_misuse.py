@@ -135,6 +135,9 @@ def make_scratch_files(folder: Path) -> None:
     (folder / "a_folder").mkdir(exist_ok=True)
     (folder / "empty.json").write_text("{}\n")
     (folder / "bad.json").write_text("not json\n")
+    link = folder / "a_link.json"
+    if not link.is_symlink():
+        link.symlink_to("empty.json")
     write_report_files(folder)  # misuse_cases_report: reports that are not what was written
 
 
@@ -145,6 +148,8 @@ def grouped_files(cases: list[Misuse]) -> dict[str, str]:
         if case.where not in ("api", "fixture"):
             continue
         head = f"{case.marker}\n" if case.marker else ""
+        if case.before:
+            tests.append(case.before)
         tests.append(f"{head}def test_{case.id}({', '.join(case.fixtures)}):\n    {case.given}\n")
     files = {"conftest.py": RECORDER, CALLS_FILE: PRELUDE + "\n\n" + "\n\n".join(tests)}
     for case in cases:

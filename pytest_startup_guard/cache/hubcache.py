@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_startup_guard.cache.content import encode_content
 from pytest_startup_guard.cache.corruptions import CorruptionTarget, get_corruption
 from pytest_startup_guard.cache.layout import (
     LFS_THRESHOLD_BYTES,
@@ -34,8 +35,8 @@ from pytest_startup_guard.cache.layout import (
     atomic_link_or_copy,
     atomic_symlink,
     atomic_write,
+    checked_names,
     commit_for,
-    encode_content,
     etag_for,
     file_of,
     repo_folder_name,
@@ -59,6 +60,7 @@ from pytest_startup_guard.errors import (
     StartupGuardError,
     UnsafeCacheError,
 )
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.runtime.observation import unobserved
 
 MARKER_NAME = ".startup_guard_cache"
@@ -133,6 +135,7 @@ class CachedRepo:
         return f"{self.repo_id}@{self.revision}"
 
 
+@lives_for_its_test
 class FakeHubCache:
     """A hub cache under ``root`` that only this plugin writes to.
 
@@ -246,9 +249,11 @@ class FakeHubCache:
                 f"invalid files for {repo_id!r}: expected a non-empty mapping of file name to"
                 " content (dict/list as JSON, str or bytes)"
             )
-        contents: dict[str, bytes] = {}
-        for name, content in files.items():
-            contents[validate_filename(name)] = encode_content(name, content)
+        owner = repr(repo_id)
+        given_as = checked_names(files, owner)  # normalised name -> as given
+        contents = {
+            name: encode_content(given, files[given], owner) for name, given in given_as.items()
+        }
         names = texts("no_exist", no_exist, f"add_repo({repo_id!r}, ...)", meaning="file names")
         missing = sorted({validate_filename(name) for name in names})
         etags = {name: etag_for(name, data, self.lfs_threshold) for name, data in contents.items()}

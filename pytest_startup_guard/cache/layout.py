@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import re
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
-from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
+from pytest_startup_guard.errors import InvalidArgumentError
 
 _Content = TypeVar("_Content")  # what a repo's file name maps to: its etag, its bytes
 
@@ -48,6 +47,12 @@ LFS_SUFFIXES = (
 LFS_THRESHOLD_BYTES = 10 * 1024 * 1024
 
 FileContent = Mapping[str, object] | list[object] | str | bytes
+
+# What a file system takes: a name of at most 255 bytes (NAME_MAX), a path far from PATH_MAX
+# (4096) once it lies under a cache's snapshot folder.
+MAX_NAME_BYTES = 255
+MAX_PATH_BYTES = 2048
+_REF_BAD_CHARACTERS = frozenset("/ ~^:?*[\\")
 
 _REPO_ID = re.compile(r"^(?:[\w\-.]+/)?[\w\-.]+$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -81,18 +86,83 @@ def validate_repo_type(repo_type: object) -> str:
 
 
 def validate_filename(filename: object) -> str:
-    """A path inside a repo: relative, '/'-separated, no '..' and no empty parts."""
+    """A path inside a repo: relative, '/'-separated, no '..' and no empty parts, each part a
+    name the file system takes (no NUL or control character, at most 255 bytes)."""
     if not isinstance(filename, str) or not filename:
         raise InvalidArgumentError(
             f"invalid file name {filename!r}: expected a non-empty relative path"
         )
     parts = PurePosixPath(filename).parts
-    if filename.startswith("/") or "\\" in filename or any(p in ("..", ".") for p in parts):
+    given_parts = filename.split("/")  # PurePosixPath drops a '.' part: 'a/./b' is 'a/b'
+    if filename.startswith("/") or "\\" in filename or any(p in ("..", ".") for p in given_parts):
         raise InvalidArgumentError(
             f"invalid file name {filename!r}: expected a relative path inside the repo"
             " ('config.json', 'sub/dir/file.txt'), without '..', '.' or a leading '/'"
         )
+    problem = name_problem(filename) or next(filter(None, map(_part_problem, parts)), None)
+    if problem is not None:
+        raise InvalidArgumentError(
+            f"invalid file name {filename!r}: {problem}; expected a relative path whose parts"
+            f" the file system takes, at most {MAX_NAME_BYTES} bytes each and {MAX_PATH_BYTES}"
+            " in all"
+        )
     return str(PurePosixPath(*parts))
+
+
+def name_problem(name: str) -> str | None:
+    """What keeps ``name`` from being a file or ref name: a NUL or control character, or text
+    that is not valid Unicode."""
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "it is not valid Unicode (a lone surrogate cannot be written as UTF-8)"
+    if "\x00" in name:
+        return "it holds a NUL character"
+    control = next((char for char in name if ord(char) < 32 or ord(char) == 127), None)
+    if control is not None:
+        return f"it holds the control character {control!r}"
+    if size > MAX_PATH_BYTES:
+        return f"it is {size} bytes long"
+    return None
+
+
+def _part_problem(part: str) -> str | None:
+    size = len(part.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        return f"its part {part[:20]!r}... is {size} bytes long"
+    return None
+
+
+def checked_names(names: Iterable[object], owner: str) -> dict[str, str]:
+    """Each of ``names`` (a repo's files) checked and normalised: normalised -> as given. Two
+    names of one file (``'a/b'`` and ``'a//b'``), or a file that another name puts in a folder
+    of the same name (``'a'`` and ``'a/b.json'``), are refused, naming both."""
+    found: dict[str, str] = {}
+    for given in names:
+        name = validate_filename(given)
+        if name in found:
+            raise InvalidArgumentError(
+                f"invalid files for {owner}: {given!r} and {found[name]!r} name the same file"
+                f" ({name!r}); give each file once"
+            )
+        found[name] = str(given)
+    folder_clash(found, owner)
+    return found
+
+
+def folder_clash(names: Mapping[str, str], owner: str) -> None:
+    """Refuse a name that is a file where another name needs a folder (``names``: normalised
+    -> as given)."""
+    for name, given in names.items():
+        parts = name.split("/")
+        for end in range(1, len(parts)):
+            folder = "/".join(parts[:end])
+            if folder in names:
+                raise InvalidArgumentError(
+                    f"invalid files for {owner}: {names[folder]!r} is a file, and {given!r}"
+                    f" puts a file in a folder of the same name; a path is a file or a folder,"
+                    " not both"
+                )
 
 
 def file_of(
@@ -112,30 +182,43 @@ def file_of(
 
 
 def validate_revision(revision: object) -> str:
-    if not isinstance(revision, str) or not revision or "/" in revision or revision in (".", ".."):
+    """A branch or tag name that git and the file system take (``refs/<revision>``)."""
+    problem = (
+        "it is not a non-empty str"
+        if not isinstance(revision, str) or not revision
+        else name_problem(revision) or _ref_problem(revision)
+    )
+    if problem is not None:
         raise InvalidArgumentError(
-            f"invalid revision {revision!r}: expected a branch or tag name such as 'main' or 'v2'"
+            f"invalid revision {revision!r}: {problem}; expected a branch or tag name such as"
+            " 'main' or 'v2': no '/', space, '~^:?*[\\', '..' or '@{', not starting with '.'"
+            f" or '-', not ending with '.' or '.lock', at most {MAX_NAME_BYTES} bytes"
         )
+    assert isinstance(revision, str)
     return revision
+
+
+def _ref_problem(revision: str) -> str | None:
+    """What git's ``check-ref-format`` refuses in a one-part ref name."""
+    bad = next((char for char in revision if char in _REF_BAD_CHARACTERS), None)
+    if bad is not None:
+        return f"it holds {bad!r}"
+    for part in ("..", "@{"):
+        if part in revision:
+            return f"it holds {part!r}"
+    if revision.startswith((".", "-")) or revision.endswith(".") or revision == "@":
+        return "git takes no such ref name"
+    if revision.endswith(".lock"):
+        return "it ends with '.lock'"
+    size = len(revision.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        return f"it is {size} bytes long"
+    return None
 
 
 def repo_folder_name(repo_id: str, repo_type: str = "model") -> str:
     """``models--org--name``: huggingface_hub's ``repo_folder_name``."""
     return "--".join([f"{repo_type}s", *repo_id.split("/")])
-
-
-def encode_content(filename: str, content: object) -> bytes:
-    """Bytes for a file given as a dict/list (JSON, as ``save_pretrained`` writes it), str or bytes."""
-    if isinstance(content, bytes):
-        return content
-    if isinstance(content, str):
-        return content.encode("utf-8")
-    if isinstance(content, (Mapping, list)):
-        return (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    raise ArgumentTypeError(
-        f"invalid content for {filename!r}: {type(content).__name__}; expected a dict or list"
-        " (written as JSON), a str or bytes"
-    )
 
 
 def git_blob_sha1(data: bytes) -> str:

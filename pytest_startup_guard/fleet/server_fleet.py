@@ -21,6 +21,7 @@ from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.launcher import FleetLauncher
 from pytest_startup_guard.fleet.spec import ExploreOptions, FleetOptions, LaunchOptions, LaunchSpec
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.races.base import Race
 from pytest_startup_guard.races.exploration import Exploration, ExploreSettings
 from pytest_startup_guard.runtime.controller import RuntimeController
@@ -46,6 +47,7 @@ class ExploredLaunch:
     clean: Fleet
 
 
+@lives_for_its_test
 class ServerFleet:
     """The ``server_fleet`` fixture: ``launch`` fleets, ``explore`` their start-up; every
     process stops at teardown."""

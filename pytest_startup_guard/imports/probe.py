@@ -58,6 +58,7 @@ from pytest_startup_guard.imports.runner import (
     program_argv,
 )
 from pytest_startup_guard.imports.table import format_seconds, render, shorten
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.wording import printable
 
 BACKGROUND_FIRST = "background first"
@@ -597,6 +598,7 @@ def _race_all(sweep: _Sweep, plan: Sequence[_PlannedRun], workers: int | None) -
     return sorted(runs, key=lambda run: (ORDERS.index(run.order), run.delay, run.repeat))
 
 
+@lives_for_its_test
 class ImportRaceProbe:
     """The ``import_race`` fixture: ``import_race`` with the test file's folder importable.
 

@@ -79,6 +79,7 @@ from pytest_startup_guard.imports.startup_runs import (
     StartMethodResult,
     StartupRun,
 )
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.runtime.plan_folder import make_plan_folder
 from pytest_startup_guard.runtime.run_marker import current_keeper
 from pytest_startup_guard.wording import printable
@@ -549,6 +550,7 @@ def _documented_value_problem(value: str | None, outcome: _Outcome) -> str | Non
     return None
 
 
+@lives_for_its_test
 class StartMethodChecker:
     """The ``start_methods`` fixture: both checks, with the test file's folder importable."""
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from pytest_startup_guard.cache.hubcache import CachedRepo
 from pytest_startup_guard.checks import flag, function, text
 from pytest_startup_guard.errors import ArgumentTypeError, StartupGuardError
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.races.armed import ArmedRace, Hit, Window
 from pytest_startup_guard.races.base import PathTarget, RaceTarget, Target
 from pytest_startup_guard.races.catalog import RACES, Race, get_race
@@ -51,6 +52,7 @@ from pytest_startup_guard.runtime.observation import set_unobserved
 from pytest_startup_guard.settings.seeds import seed_for_test
 
 
+@lives_for_its_test
 class HubRace:
     """Arms transient races; see ``arm`` and ``explore``."""
 

@@ -17,6 +17,7 @@ from pytest_startup_guard.cache.hubcache import FakeHubCache
 from pytest_startup_guard.cache.layout import FileContent, repo_folder_name
 from pytest_startup_guard.checks import shown
 from pytest_startup_guard.errors import ArgumentTypeError, InvalidArgumentError
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.remote.loopback import off_loopback
 from pytest_startup_guard.remote.repos import (
     NotOnRemote,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 _LEFTOVER_SUFFIXES = (".incomplete", ".tmp")
 
 
+@lives_for_its_test
 class HubRemote:
     """The loopback hub of one test (the ``hub_remote`` fixture): ``add_model`` and ``push``
     what it serves, ``inject`` faults on the wire, ``requests`` is every request it answered."""

@@ -23,11 +23,13 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from pytest_startup_guard.cache.content import encode_content
 from pytest_startup_guard.cache.layout import (
     LFS_THRESHOLD_BYTES,
+    checked_names,
     commit_for,
-    encode_content,
     file_of,
+    folder_clash,
     git_blob_sha1,
     is_commit,
     is_lfs,
@@ -125,14 +127,11 @@ def checked_files(files: object, where: str, *, empty: bool = False) -> dict[str
         raise InvalidArgumentError(
             f"invalid files={{}} for {where}: expected at least one file (name -> content)"
         )
-    contents: dict[str, bytes] = {}
-    for name, content in files.items():
-        checked = _checked(where, validate_filename, name)
-        try:
-            contents[checked] = encode_content(checked, content)
-        except InvalidArgumentError as error:
-            raise _in_where(where, error) from None
-    return contents
+    try:
+        names = checked_names(files, "the repo")
+        return {name: encode_content(given, files[given]) for name, given in names.items()}
+    except InvalidArgumentError as error:
+        raise _in_where(where, error) from None
 
 
 def _in_where(where: str, error: InvalidArgumentError) -> InvalidArgumentError:
@@ -264,6 +263,10 @@ class RemoteRepos:
                 )
             merged = {name: data for name, data in head.files.items() if name not in removed}
             merged.update(contents)
+            try:  # a pushed file where the head has a folder, or a folder where it has a file
+                folder_clash({name: name for name in merged}, f"{repo_id}@{branch}")
+            except InvalidArgumentError as error:
+                raise _in_where(where, error) from None
             if not merged:
                 raise InvalidArgumentError(
                     f"invalid delete={sorted(removed)!r} for {where}: a commit keeps at least"

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from pytest_startup_guard.checks import path as checked_path
 from pytest_startup_guard.checks import text as checked_text
 from pytest_startup_guard.checks import whole_number
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.runtime import child as childruntime
 from pytest_startup_guard.runtime.barrier import BarrierGroup
 from pytest_startup_guard.runtime.events import (
@@ -76,6 +77,7 @@ def _ended(record: ProcessRecord, t: float) -> None:
     record.ended_t = t if record.ended_t is None else min(record.ended_t, t)
 
 
+@lives_for_its_test
 class RuntimeController:
     """Serves the plan of one test. Use as a context manager, or call ``start``/``close``."""
 

@@ -320,6 +320,18 @@ def resolve(
     return Setting(option.default, "default")
 
 
+def check_other_targets(config: pytest.Config, target: str) -> None:
+    """Parse every per-target ini key of the targets other than ``target`` as its own runner
+    would: a bad ``startup_guard_timeout_rocm`` is a usage error on a cpu runner too, not a
+    surprise for the first rocm runner."""
+    for option in OPTIONS:
+        for other in TARGETS if option.per_target else ():
+            key = option.target_ini(other)
+            raw = config.getini(key)
+            if other != target and isinstance(raw, str) and raw.strip() != "":
+                _parsed(option, raw, _ini_source(config, key))
+
+
 ENV_PREFIX = "STARTUP_GUARD_"
 
 

@@ -7,10 +7,13 @@ wherever the path pointed. Each is checked in ``pytest_configure`` instead, and 
 
 - ``--startup-guard-report`` and ``--startup-guard-html`` name a file: its folder must exist and
   be writable (no folder is ever created for it), the path must not be a folder, and an
-  existing file there must be writable; the two must not be the same file.
+  existing file there must be writable.
 - ``--startup-guard-artifacts`` names a folder, made at the first failed start-up test: if it
   exists it must be a writable folder, not a file; if not, the nearest folder above it that
   exists must be a folder (not a file) and writable.
+- No two of the three may be one file once ``..`` and symbolic links are resolved
+  (``--startup-guard-html=a/../out.json`` beside ``--startup-guard-report=out.json`` would
+  have one overwrite the other).
 
 A relative path is relative to where pytest was started, as the report resolves it.
 """
@@ -33,24 +36,26 @@ def resolve(value: str, invocation_dir: Path) -> Path:
 
 def check_output_paths(settings: dict[str, Setting], invocation_dir: Path) -> None:
     """Refuse, with a ``pytest.UsageError``, a report, HTML or artifacts path that cannot be
-    written (see the module's docs)."""
-    files: dict[Path, str] = {}
-    for name in ("report", "html"):
+    written, or two of them that are one file (see the module's docs)."""
+    outputs: dict[str, str] = {}  # the real path (``..`` and links resolved) -> whose
+    for name in ("report", "html", "artifacts"):
         setting = settings[name]
         if setting.value is None:
             continue
         path = resolve(str(setting.value), invocation_dir)
-        _check_file(path, _named(setting))
-        other = files.get(path)
+        if name == "artifacts":
+            _check_folder(path, _named(setting))
+        else:
+            _check_file(path, _named(setting))
+        real = os.path.realpath(path)
+        other = outputs.get(real)
         if other is not None:
             raise pytest.UsageError(
-                f"invalid {_named(setting)}: {path} is also {other}; give the JSON report and"
-                " the HTML report a file each"
+                f"invalid {_named(setting)}: {path} is also {other}"
+                + ("" if str(path) == real else f" (both are {real})")
+                + "; give the JSON report, the HTML report and the artifacts a path each"
             )
-        files[path] = _named(setting)
-    artifacts = settings["artifacts"]
-    if artifacts.value is not None:
-        _check_folder(resolve(str(artifacts.value), invocation_dir), _named(artifacts))
+        outputs[real] = _named(setting)
 
 
 def _named(setting: Setting) -> str:

@@ -7,7 +7,13 @@ from typing import TypeVar
 
 import pytest
 
-from pytest_startup_guard.settings.options import OPTIONS, Setting, misspelt_variables, resolve
+from pytest_startup_guard.settings.options import (
+    OPTIONS,
+    Setting,
+    check_other_targets,
+    misspelt_variables,
+    resolve,
+)
 from pytest_startup_guard.settings.paths import check_output_paths
 from pytest_startup_guard.settings.per_target import target_settings_summary
 from pytest_startup_guard.settings.seeds import (
@@ -146,6 +152,7 @@ def build_session(config: pytest.Config, target: str, target_reason: str) -> Gua
     session = GuardSession(target, target_reason, settings, run_seed, seed_source)
     if worker_input is None:  # once per run: the xdist controller, or the only process
         session.warnings.extend(misspelt_variables())
+        check_other_targets(config, target)
         check_output_paths(settings, config.invocation_params.dir)
     return session
 

@@ -44,6 +44,7 @@ from pytest_startup_guard.fleet.explore.request import ExploreRequest
 from pytest_startup_guard.fleet.fleet import Fleet
 from pytest_startup_guard.fleet.server import Server
 from pytest_startup_guard.fleet.server_fleet import ServerFleet
+from pytest_startup_guard.lifetimes import lives_for_its_test
 from pytest_startup_guard.outcomes import (
     UNDECIDED_MARK,
     Problem,
@@ -116,46 +117,24 @@ def _names(
 ) -> list[str]:
     if value is None:
         return []
-    if value == "all":
+    if isinstance(value, str) and value == "all":
         return list(everything)
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise StartupGuardError(
-            f"invalid {kind}={value!r} in {where}: expected a list of names or 'all'"
+            f"invalid {kind}={shown(value)} in {where}: expected a list of names or 'all'"
         )
     known = set(catalog)
     for name in value:
+        if not isinstance(name, str):  # a list in the list, a set, None: named, not hashed
+            kind_of = type(name).__name__
+            raise ArgumentTypeError(
+                f"invalid {kind}={shown(value)} in {where}: {shown(name)} is"
+                f" {'an' if kind_of[:1] in 'aeiou' else 'a'} {kind_of}; expected a list of"
+                f" {WORDS[kind].noun} names (str) or 'all'"
+            )
         if name not in known:
             raise UnknownNameError(WORDS[kind].noun, name, known, where)
     return list(dict.fromkeys(value))
-
-
-@dataclass(frozen=True)
-class GivenMarker:
-    """One ``startup_races`` marker a test carries, and where it was written."""
-
-    place: str  # "on the function", "on class TestX", "on module test_x.py"
-    args: tuple[object, ...]
-    kwargs: dict[str, object]
-
-    def describe(self) -> str:
-        written = [repr(arg) for arg in self.args]
-        written += [f"{key}={value!r}" for key, value in self.kwargs.items()]
-        return f"startup_races({', '.join(written)}) {self.place}"
-
-
-def the_one_marker(markers: Sequence[GivenMarker], where: str) -> GivenMarker:
-    """The test's one ``startup_races`` marker. Two (on the function and its class, or twice
-    on the function) are refused rather than merged: the closest would win and the other's
-    cases would silently not run, and merging would have to guess whose ``hold=``,
-    ``trigger=`` and ``explore=`` the other's cases take."""
-    if len(markers) == 1:
-        return markers[0]
-    listed = "; ".join(marker.describe() for marker in markers)
-    raise StartupGuardError(
-        f"{where} has {len(markers)} startup_races markers ({listed}): a test takes one."
-        " Write every case in one marker (startup_races(transient=[...], corrupt=[...],"
-        " stale=[...], rebuild=[...])), or split the test"
-    )
 
 
 def cases_from_marker(
@@ -249,6 +228,7 @@ class Judgement:
     undecided: bool = False  # failed only because the machine was too slow to decide
 
 
+@lives_for_its_test
 class StartupCase:
     """The ``startup_case`` fixture: one case of the matrix, applied and judged."""
 
@@ -416,6 +396,7 @@ class StartupCase:
         """Judge the fleet: survive a transient race, fail closed on a corruption, rebuild a
         corrupt cache entry (``whole(bytes)``: the user's rule for a rebuilt entry)."""
         __tracebackhide__ = True
+        self._refuse_a_second_check()
         if not self.applied:
             raise StartupGuardError(
                 "startup_case.check() before apply(repo, filename) or apply(path): nothing was raced"
@@ -462,6 +443,17 @@ class StartupCase:
             )
             self.judgement.message = message
             raise AssertionError(message)
+
+    def _refuse_a_second_check(self) -> None:
+        """A case is checked once: a second check would judge the same start-up again."""
+        if self.judgement is None:
+            return
+        said = "passed" if self.judgement.passed else "failed"
+        raise StartupGuardError(
+            f"startup_case.check() of case {self.spec.id} was already called in this test (it"
+            f" {said}): a case is checked once, on the fleet launched after apply(); to judge"
+            " another fleet, split the test"
+        )
 
     def _check_arguments(self, fleet: object, expect: object) -> None:
         """``check(fleet)`` takes the fleet ``server_fleet.launch()`` returned after
