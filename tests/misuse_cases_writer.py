@@ -36,6 +36,13 @@ CASES: list[Misuse] = [
         "not a program",
     ),
     _fixture(
+        "explore_writer_cache_text",
+        f"server_fleet.explore_writer([PY, '-c', 'pass'], {READERS}, cache='cache')",
+        FLEET,
+        "cache='cache'",
+        "a FakeHubCache",
+    ),
+    _fixture(
         "explore_writer_not_a_command",
         f"server_fleet.explore_writer(42, {READERS})",
         FLEET,

@@ -18,7 +18,7 @@ import pytest
 
 from pytest_startup_guard import cpu_load
 from pytest_startup_guard.races.armed import _Holder
-from pytest_startup_guard.runtime.own_time import MAX_STRETCH, OwnClock, cpu_wait
+from pytest_startup_guard.runtime.own_time import HOLD_MAX_STRETCH, OwnClock, cpu_wait
 
 LOADED_CPU = max(os.sched_getaffinity(0))
 needs_schedstat = pytest.mark.skipif(
@@ -98,8 +98,9 @@ def test_a_race_hold_counts_the_triggering_process_own_time() -> None:
     assert holder.until == pytest.approx(100.8)  # the earliest it can be over now
     assert holder.over(100.81)
     starved = _Holder(until=100.5, hold=0.5, clock=_StoppedClock(started=100.0, waiting=99.0))
-    assert not starved.over(100.0 + 0.5 * MAX_STRETCH - 0.01)
-    assert starved.over(100.0 + 0.5 * MAX_STRETCH)  # never held beyond MAX_STRETCH x the hold
+    assert not starved.over(100.0 + 0.5 * HOLD_MAX_STRETCH - 0.01)
+    # never held beyond HOLD_MAX_STRETCH x the hold, and then cut short
+    assert starved.over(100.0 + 0.5 * HOLD_MAX_STRETCH) and starved.cut
 
 
 @pytest.fixture

@@ -322,8 +322,8 @@ def test_bad_port_faults_are_clear_errors_before_anything_starts(
         ),
         (
             lambda: port_taken(member=0, hold=0),
-            "invalid hold=0 for port_taken(): expected seconds > 0, or None (taken until the"
-            " fleet stops)",
+            "invalid hold=0 for port_taken(): expected seconds > 0 (at most 86400: a day), or None"
+            " (taken until the fleet stops)",
         ),
         (lambda: port_taken(member=0, hold=float("nan")), "invalid hold=nan for port_taken()"),
         (lambda: port_taken(member=0, hold="1"), "invalid hold='1' for port_taken()"),

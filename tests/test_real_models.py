@@ -443,8 +443,12 @@ def test_race(hub_cache, hub_race, source, name, race):
     repo = add(hub_cache, source)
     assert repo.blob(name).stat().st_ino == source_file(source, name).stat().st_ino  # linked
     armed = hub_race.arm(race, repo, name)
-    # The test process's look at what the race changes opens the window (before it proceeds).
-    os.path.lexists(armed.race.raced_files(armed.target)[0])
+    # The test process's read of what the race changes opens the window (before it proceeds;
+    # a read, since a look meets no rewrite in place). A removed pointer fails the read.
+    try:
+        open(armed.race.raced_files(armed.target)[0], "rb").close()
+    except OSError:
+        pass
     assert armed.hits and fault_on_disk(race, repo, name)
     assert source_state(source) == before  # with the fault on disk
     armed.disarm()

@@ -192,8 +192,8 @@ def test_weights(startup_case, hub_cache, server_fleet):
         "acme/tiny", {{"config.json": {{"model_type": "gpt2"}}, "model.safetensors": b"weights"}}
     )
     startup_case.apply(repo, "model.safetensors")
-    fleet = server_fleet.launch([sys.executable, "-c", {WEIGHTS_SERVER!r}], count=1,
-                                ready=ready.tcp(), timeout=20)
+    fleet = server_fleet.launch([sys.executable, "-c", {WEIGHTS_SERVER!r}, "{{port}}"],
+                                count=1, ready=ready.tcp(), timeout=20)
     startup_case.check(fleet)
 """
 

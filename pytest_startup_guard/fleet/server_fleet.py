@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pytest_startup_guard.cache.hubcache import CachedRepo, FakeHubCache
+from pytest_startup_guard.checks import instance
 from pytest_startup_guard.errors import StartupGuardError
 from pytest_startup_guard.fleet.explore.explorer import Explorer
 from pytest_startup_guard.fleet.explore.request import ExploreRequest
@@ -205,6 +206,14 @@ class ServerFleet:
         readers = LaunchSpec.checked(
             where, argv, options, FleetOptions, default_timeout=self.launcher.default_timeout
         )
+        if cache is not None:
+            instance(
+                "cache",
+                cache,
+                FakeHubCache,
+                where,
+                "a FakeHubCache (the hub_cache fixture, or FakeHubCache(tmp_path / 'cache'))",
+            )
         command = checked_writer(writer, cache or self.default_cache, where)
         wanted = checked_pairs(pairs, where)
         wanted_points = checked_points(points, where)
