@@ -145,7 +145,7 @@ class ArmedRace:
     _cache_root: str = ""
     # What it changes, as given and with folders resolved (``path_forms``), and the folders
     # that hold them: found once, at the first access judged.
-    _changed: frozenset[str] | None = None
+    _changed: dict[str, Path] | None = None  # each form -> the changed path it names
     _listed: frozenset[str] = frozenset()
     _clock_start: float | None = None  # after(): counts from here
     _found: dict[str, str] = field(default_factory=dict)  # path -> found_at(path), said once
@@ -200,21 +200,29 @@ class ArmedRace:
             return self.race.is_hit(self.target, path)
         return absolute in changed
 
-    def _changed_forms(self) -> frozenset[str]:
-        """Every form of what it changes (``path_forms``), and of the folders that hold it:
-        found once, at the first access judged."""
+    def _changed_forms(self) -> dict[str, Path]:
+        """Every form of what it changes (``path_forms``), each with the path it names, and
+        the forms of the folders that hold it: found once, at the first access judged."""
         if self._changed is None:
             changed = self.changed_files()
             self._listed = frozenset(form for path in changed for form in path_forms(path.parent))
-            self._changed = frozenset(form for path in changed for form in path_forms(path))
+            self._changed = {form: path for path in changed for form in path_forms(path)}
         return self._changed
+
+    def _raced_path_of(self, path: str) -> Path | None:
+        """The changed path that an access of ``path`` reads (it, or anything under it)."""
+        changed = self._changed_forms()
+        absolute = os.path.abspath(path)
+        if absolute in changed:
+            return changed[absolute]
+        return next(
+            (raced for form, raced in changed.items() if absolute.startswith(form + os.sep)), None
+        )
 
     def reads_raced_file(self, path: str) -> bool:
         """Whether an access of ``path`` reads the raced file (``Race.raced_files``: a hub
         file's pointer or blob, a path race's path or anything under it)."""
-        changed = self._changed_forms()
-        absolute = os.path.abspath(path)
-        return absolute in changed or any(absolute.startswith(form + os.sep) for form in changed)
+        return self._raced_path_of(path) is not None
 
     def changed_label(self) -> str:
         """What the race changes, for a message: a hub file by its name (``config.json``, its
@@ -244,18 +252,9 @@ class ArmedRace:
         known = self._found.get(path)
         if known is not None:
             return known
-        absolute = os.path.abspath(path)
-        what = next(
-            (
-                self._name_of(raced)
-                for raced in self.changed_files()
-                if absolute in path_forms(raced)
-                or any(absolute.startswith(form + os.sep) for form in path_forms(raced))
-            ),
-            None,
-        )
-        if what is None:  # a listing of the folder that holds it, or a race's own is_hit
-            what = self.changed_label()
+        raced = self._raced_path_of(path)
+        # None: a listing of the folder that holds it, or a race's own is_hit
+        what = self.changed_label() if raced is None else self._name_of(raced)
         found = f"{self.name}: " + self.race.found.replace("{what}", what)
         self._found[path] = found
         return found
