@@ -56,6 +56,7 @@ from pytest_startup_guard.runtime.process_group import (
 )
 from pytest_startup_guard.runtime.process_identity import running as still_running
 from pytest_startup_guard.runtime.process_identity import same_process
+from pytest_startup_guard.runtime.process_tree import ProcessTree
 from pytest_startup_guard.runtime.protocol import RUN_ENV
 from pytest_startup_guard.runtime.run_marker import new_tree
 
@@ -431,6 +432,7 @@ class Fleet:
         members = {running.server.member for running in self._running}
         roots = [(pid, started) for pid, started, member in records if member in members]
         others: dict[int, psutil.Process] = {}
+        tree = ProcessTree()  # the process table read once, for every root
         for pid, started in roots:
             try:
                 process = psutil.Process(pid)
@@ -438,7 +440,7 @@ class Fleet:
                 if not same_process(pid, started):
                     continue
                 others[pid] = process
-                for child in process.children(recursive=True):
+                for child in tree.descendants(process):
                     others[child.pid] = child
             except psutil.Error:
                 pass
@@ -447,7 +449,7 @@ class Fleet:
                 continue  # reaped: its pid may be another process's by now
             try:
                 # Not reaped: its pid is still its own (a zombie's children went to init).
-                for child in psutil.Process(running.process.pid).children(recursive=True):
+                for child in tree.descendants(psutil.Process(running.process.pid)):
                     others[child.pid] = child
             except psutil.Error:
                 pass

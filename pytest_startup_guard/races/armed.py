@@ -161,6 +161,8 @@ class ArmedRace:
         )
         self._clock_start = self.armed_t
         self._cache_root = str(self.target.root).rstrip(os.sep) + os.sep
+        # Every folder an access of which ``on_access`` acts on (each ends with os.sep).
+        self._interest = (self._cache_root, *self._watched)
 
     # -- what users read -----------------------------------------------------------------
 
@@ -283,6 +285,13 @@ class ArmedRace:
 
     def in_cache(self, path: str) -> bool:
         return path.startswith(self._cache_root)
+
+    def concerns(self, event: AccessEvent) -> bool:
+        """Whether ``on_access`` has anything to do with ``event`` but expire the windows (the
+        timer does that too): an access of the cache or a watched folder, or under one, by
+        any of its paths (one prefix test each: every race hears every access)."""
+        interest = self._interest
+        return any((path + os.sep).startswith(interest) for path in event.paths())
 
     def on_access(self, event: AccessEvent) -> None:
         """Decide, before ``event`` proceeds, whether the window opens or closes for it, and

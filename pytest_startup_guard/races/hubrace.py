@@ -483,11 +483,22 @@ class _RaceEngine(RuntimeListener):
         self.races = races
 
     def on_access(self, event: AccessEvent) -> None:
-        """An access may open, hit or close a window; wake the timer for the new deadline."""
+        """An access may open, hit or close a window; wake the timer when a deadline moved.
+
+        A race hears only the accesses under its cache or the folders it watches: to any other
+        access it has nothing to say (``ArmedRace.concerns``), and its windows close on its own
+        accesses and on the timer. An exploration arms a race per member, each on a clone of
+        the cache of its own, so every access would otherwise be judged by every member's race.
+        """
+        moved = False
         for armed in self.races.armed:
-            if not isinstance(armed.trigger, Chaos):
-                armed.on_access(event)
-        self.races.wake()
+            if isinstance(armed.trigger, Chaos) or not armed.concerns(event):
+                continue
+            before = armed.next_deadline(), len(armed.windows), armed.is_open
+            armed.on_access(event)
+            moved = moved or before != (armed.next_deadline(), len(armed.windows), armed.is_open)
+        if moved:
+            self.races.wake()
 
     def on_release(self, t: float) -> None:
         """A fleet's release starts the clock of ``after(...)`` triggers."""

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pytest_startup_guard.runtime.process_identity import running, signal_process
 from pytest_startup_guard.runtime.protocol import RUN_ENV
-from pytest_startup_guard.runtime.run_marker import carriers, group_carries, new_tree
+from pytest_startup_guard.runtime.run_marker import carriers, group_carries, new_tree, one_sweep
 
 if TYPE_CHECKING:
     import psutil
@@ -319,8 +319,9 @@ def _send(targets: Iterable[Target], groups: Iterable[Group], number: int) -> bo
     for target in targets:
         target.signal(number)
     received = False
-    for group in groups:
-        received = group.signal(number) or received
+    with one_sweep():  # each group's proof by its marker: one read of the environments
+        for group in groups:
+            received = group.signal(number) or received
     return received
 
 

@@ -29,7 +29,9 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -107,12 +109,47 @@ class Carrier:
     started: int
 
 
+class _Sweep(threading.local):
+    """What ``carriers`` found per (marker, whole_run) while a ``one_sweep`` block runs."""
+
+    found: dict[tuple[str, bool], list[Carrier]] | None = None
+
+
+_sweep = _Sweep()
+
+
+@contextmanager
+def one_sweep() -> Iterator[None]:
+    """Within the block, ``carriers`` reads the environments once per marker: a round of
+    signals proves each group by it (``process_group._send``), and every group of a fleet of 17
+    would otherwise read every process's environment again, milliseconds apart."""
+    if _sweep.found is not None:  # nested: the outer block's sweep
+        yield
+        return
+    _sweep.found = {}
+    try:
+        yield
+    finally:
+        _sweep.found = None
+
+
 def carriers(marker: str, *, whole_run: bool = False) -> list[Carrier]:
     """This user's running processes (not this one, no zombies) whose environment carries the
     tree ``marker``; with ``whole_run``, any tree of its run (``marker``: a tree marker of the
-    run, or the run id itself). Linux only: elsewhere []."""
+    run, or the run id itself). Linux only: elsewhere []. Inside ``one_sweep``, what the
+    block's first call for the marker found."""
     if not sys.platform.startswith("linux"):
         return []
+    swept = _sweep.found
+    if swept is not None:
+        key = (marker, whole_run)
+        if key not in swept:
+            swept[key] = _carriers(marker, whole_run)
+        return list(swept[key])
+    return _carriers(marker, whole_run)
+
+
+def _carriers(marker: str, whole_run: bool) -> list[Carrier]:
     # NUL-delimited: the whole value of one tree; any value that begins with the run's id.
     value = run_of(marker) + ":" if whole_run else marker + "\0"
     wanted = f"\0{RUN_ENV}={value}".encode()
@@ -172,6 +209,7 @@ __all__ = [
     "group_carries",
     "new_run_id",
     "new_tree",
+    "one_sweep",
     "pop_keeper",
     "push_keeper",
     "run_of",

@@ -320,7 +320,8 @@ def _sockets(own_fds: set[int], seen: list[Observation]) -> list[str]:
         descriptors = os.listdir("/proc/self/fd")
     except OSError:
         return found
-    inodes = _socket_addresses()
+    inodes: dict[str, str] | None = None  # read only once a socket is found: /proc/self/net
+    # lists every socket of the network namespace (a fleet's too), and every fork checks again
     for name in descriptors:
         if not name.isdigit() or int(name) in own_fds:
             continue
@@ -330,6 +331,7 @@ def _sockets(own_fds: set[int], seen: list[Observation]) -> list[str]:
             continue
         if target.startswith("socket:["):
             inode = target[len("socket:[") : -1]
+            inodes = _socket_addresses() if inodes is None else inodes
             listed = inodes.get(inode, "")
             where = _socket_ends(int(name), listed.endswith("(listening)")) or listed or target
             found.append(f"fd {name} {where}{_made_by(seen, 'socket', f'fd {name}')}")
@@ -414,6 +416,7 @@ class _Template:
         self.requests = requests
         self.replies = replies
         self.buffer = b""
+        self.waiting: list[int] = []  # ready pipes of forked members not yet replied for
         self.wake_read, self.wake_write = os.pipe()
         os.set_blocking(self.wake_write, False)
         os.set_blocking(self.wake_read, False)
@@ -460,9 +463,11 @@ class _Template:
                 if not chunk:
                     return 0  # pytest closed its end: the session is over
                 self.buffer += chunk
+                lines = []
                 while b"\n" in self.buffer:
                     line, self.buffer = self.buffer.split(b"\n", 1)
-                    self.handle(line.decode())
+                    lines.append(line.decode())
+                self.handle(lines)
 
     def reap(self) -> None:
         while True:
@@ -474,27 +479,42 @@ class _Template:
                 return
             self.say(f"exit {pid} {os.waitstatus_to_exitcode(status)}")
 
-    def handle(self, line: str) -> None:
-        command, _, rest = line.partition(" ")
-        if command != "fork":
-            self.say(f"error unknown request {command!r}")
-            return
-        request = json.loads(rest)
-        causes = unsafe_to_fork({0, 1, 2, self.requests, self.replies})
-        if causes:
-            self.say("error " + json.dumps("; ".join(causes)))
-            return
-        ready_read, ready_write = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
+    def handle(self, lines: list[str]) -> None:
+        """Fork a member per ``fork`` line, one after the other, then reply ``pid PID`` for
+        each once it leads its own session: a launch's forks do not wait for one another.
+        Forking is checked safe once per batch: between its forks no code runs here."""
+        replies: list[str | tuple[int, int]] = []
+        causes: list[str] | None = None
+        for line in lines:
+            command, _, rest = line.partition(" ")
+            if command != "fork":
+                replies.append(f"error unknown request {command!r}")
+                continue
+            request = json.loads(rest)
+            if causes is None:
+                causes = unsafe_to_fork({0, 1, 2, self.requests, self.replies, *self.waiting})
+            if causes:
+                replies.append("error " + json.dumps("; ".join(causes)))
+                continue
+            ready_read, ready_write = os.pipe()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                os.close(ready_read)
+                self._become_member(request, ready_write)
+            os.close(ready_write)
+            self.waiting.append(ready_read)
+            replies.append((pid, ready_read))
+        for reply in replies:
+            if isinstance(reply, str):
+                self.say(reply)
+                continue
+            pid, ready_read = reply
+            os.read(ready_read, 1)  # the member leads its own session now (or has died)
             os.close(ready_read)
-            self._become_member(request, ready_write)
-        os.close(ready_write)
-        os.read(ready_read, 1)  # the member leads its own session now (or has died)
-        os.close(ready_read)
-        self.say(f"pid {pid}")
+            self.waiting.remove(ready_read)
+            self.say(f"pid {pid}")
 
     def _become_member(self, request: dict[str, Any], ready: int) -> None:
         code = 1
@@ -502,7 +522,15 @@ class _Template:
             os.setsid()
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for descriptor in (self.requests, self.replies, self.wake_read, self.wake_write):
+            # The template's own, and the ends it waits on for the members forked before this
+            # one in the batch: theirs, not this member's.
+            for descriptor in (
+                self.requests,
+                self.replies,
+                self.wake_read,
+                self.wake_write,
+                *self.waiting,
+            ):
                 os.close(descriptor)
             null = os.open(os.devnull, os.O_RDONLY)
             output = os.open(request["output"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -83,6 +83,10 @@ class Program:
     orig_argv: tuple[str, ...]
 
 
+# What a member is forked as: its program, its environment, its working folder, its output.
+Forking = tuple[Program, Mapping[str, str], str, Path]
+
+
 def import_argv(program: Program) -> tuple[str, ...]:
     """``sys.argv`` while a cold start of ``program`` imports its modules: the script and its
     arguments, ``-c`` and its arguments, or (``-m``) the module's name for its file's path."""
@@ -279,25 +283,54 @@ class Template:
         self, program: Program, env: Mapping[str, str], cwd: str, output: Path
     ) -> ForkedProcess:
         """One member: its pid once it leads its own session, or ``NotForkable``."""
-        request = {
-            "kind": program.kind,
-            "target": program.target,
-            "args": list(program.args),
-            "orig_argv": list(program.orig_argv),
-            "env": dict(env),
-            "cwd": cwd,
-            "output": str(output),
-        }
+        (forked,) = self.fork_many([(program, env, cwd, output)])
+        if isinstance(forked, NotForkable):
+            raise forked
+        return forked
+
+    def fork_many(self, members: Sequence[Forking]) -> list[ForkedProcess | NotForkable]:
+        """A member per ``(program, env, cwd, output)``, asked for in one write: the template
+        forks them one after the other, each once the one before leads its own session. Per
+        member its process, or the ``NotForkable`` that says why it was not forked."""
+        lines = b"".join(
+            (
+                "fork "
+                + json.dumps(
+                    {
+                        "kind": program.kind,
+                        "target": program.target,
+                        "args": list(program.args),
+                        "orig_argv": list(program.orig_argv),
+                        "env": dict(env),
+                        "cwd": cwd,
+                        "output": str(output),
+                    }
+                )
+                + "\n"
+            ).encode()
+            for program, env, cwd, output in members
+        )
+        results: list[ForkedProcess | NotForkable] = []
         with self._lock:
             try:
-                os.write(self._requests, ("fork " + json.dumps(request) + "\n").encode())
+                while lines:  # a pipe takes what fits; the template reads as it forks
+                    lines = lines[os.write(self._requests, lines) :]
             except OSError as error:
-                raise NotForkable(f"the template is gone ({error.strerror})") from None
-            kind, rest = self._reply(REPLY_SECONDS, "a fork")
-        if kind != "pid":
-            raise NotForkable(json.loads(rest) if rest.startswith('"') else rest)
-        with self._table:
-            return self._forked[int(rest)]
+                gone = NotForkable(f"the template is gone ({error.strerror})")
+                return [gone for _ in members]
+            while len(results) < len(members):
+                kind, rest = self._reply(REPLY_SECONDS, "a fork")
+                if kind == "pid":
+                    with self._table:
+                        results.append(self._forked[int(rest)])
+                    continue
+                refusal = NotForkable(json.loads(rest) if rest.startswith('"') else rest)
+                if kind == "error" and rest.startswith('"'):
+                    results.append(refusal)  # the template's answer to this one request
+                    continue
+                # No answer in time, or the template exited: none will come for the rest.
+                results += [refusal] * (len(members) - len(results))
+        return results
 
     def _reply(self, seconds: float, what: str) -> tuple[str, str]:
         try:
@@ -373,6 +406,18 @@ class WarmStart:
     ) -> ForkedProcess:
         assert self.template is not None
         return self.template.fork(forkable(command, self.program, env), env, cwd, output)
+
+    def fork_many(
+        self, members: Sequence[tuple[Sequence[str], Mapping[str, str], str, Path]]
+    ) -> list[ForkedProcess | NotForkable]:
+        """``Template.fork_many`` for members given as (command, env, cwd, output)."""
+        assert self.template is not None
+        return self.template.fork_many(
+            [
+                (forkable(command, self.program, env), env, cwd, output)
+                for command, env, cwd, output in members
+            ]
+        )
 
     def line(self, count: int) -> str:
         """The fleet summary's line on how its members started."""
