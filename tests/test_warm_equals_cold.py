@@ -80,6 +80,26 @@ FOLDER = os.path.join(os.environ["SCRATCH_ROOT"], os.urandom(8).hex())
 import os, time
 FOLDER = os.path.join(os.environ["SCRATCH_ROOT"], "run-%d" % time.time_ns())
 """,
+    # a setting read at import, which the server itself sets before it imports it
+    "modeflag.py": """
+import os
+MODE = os.environ.get("SERVER_MODE", "retry")
+""",
+    # a setting read from the cache at import: a file's content, or only whether a folder exists
+    "hubmode_read.py": """
+from huggingface_hub import try_to_load_from_cache
+found = try_to_load_from_cache("acme/tiny", "mode.txt")
+MODE = open(found).read().strip() if isinstance(found, str) else "retry"
+""",
+    "hubmode_look.py": """
+import os
+from huggingface_hub import constants
+MODE = "naive" if os.path.isdir(os.path.join(constants.HF_HUB_CACHE, "models--acme--tiny")) else "retry"
+""",
+    # nothing at import: a library a start-up imports after its first read of the cache
+    "late_lib.py": """
+VALUE = 1
+""",
     # telemetry that opens its sockets at import
     "telemetry.py": """
 import socket
@@ -123,6 +143,54 @@ import hubsettings
 from huggingface_hub import hf_hub_download
 path = hf_hub_download("acme/tiny", "config.json", cache_dir=hubsettings.HUB_CACHE)
 print("read", open(path).read(), flush=True)
+print("up", flush=True)
+time.sleep(60)
+""",
+    # takes its policy from a module: one whose setting it sets itself first (env), or one that
+    # reads the cache at import, imported after a first read of the cache
+    "mode_server.py": """
+import importlib, os, sys, time
+from huggingface_hub import hf_hub_download
+if sys.argv[1] == "env":
+    os.environ["SERVER_MODE"] = "naive"
+    import modeflag as source
+else:
+    open(hf_hub_download("acme/tiny", "other.json")).read()
+    source = importlib.import_module(sys.argv[1])
+print("mode", source.MODE, flush=True)
+for attempt in range(20 if source.MODE == "retry" else 1):
+    try:
+        open(hf_hub_download("acme/tiny", "config.json")).read()
+        break
+    except Exception:
+        if source.MODE != "retry" or attempt == 19:
+            raise
+        time.sleep(0.05)
+print("up", flush=True)
+time.sleep(60)
+""",
+    # makes a file of its own, once (a pid file): before or after its first read of the cache
+    "pidfile_server.py": """
+import os, sys, time
+from huggingface_hub import hf_hub_download
+def mark():
+    os.close(os.open("ran-%s.pid" % sys.argv[2], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+if sys.argv[1] == "before":
+    mark()
+open(hf_hub_download("acme/tiny", "config.json")).read()
+if sys.argv[1] == "after":
+    mark()
+print("up", flush=True)
+time.sleep(60)
+""",
+    # says whether a library it imports after its first read of the cache was there already
+    "late_server.py": """
+import sys, time
+from huggingface_hub import hf_hub_download
+preloaded = "late_lib" in sys.modules
+open(hf_hub_download("acme/tiny", "config.json")).read()
+import late_lib
+print("late_lib preloaded", preloaded, flush=True)
 print("up", flush=True)
 time.sleep(60)
 """,
@@ -309,3 +377,79 @@ def test_libraries(mode, server_fleet):
     seeds = [str(output).split("seed ", 1)[1].split()[0] for output in forked["outputs"]]
     sessions = [str(output).split("session ", 1)[1].split()[0] for output in forked["outputs"]]
     assert len(set(seeds)) == 2 and len(set(sessions)) == 2, forked["outputs"]
+
+
+MODE_MODEL = """
+    repo = hub_cache.add_model(
+        "acme/tiny",
+        {"config.json": {"model_type": "gpt2"}, "other.json": {"other": 1}, "mode.txt": "naive"},
+    )
+"""
+
+
+@pytest.mark.parametrize("setting", ["env", "hubmode_read", "hubmode_look"])
+def test_a_policy_a_fork_would_take_from_the_template(cases: pytest.Pytester, setting: str) -> None:
+    """The server's policy comes from a module that a template would import unlike a cold start:
+    one whose variable the server sets itself before importing it (the template imports with
+    the members' environment), or one imported after the first read of the cache that reads the
+    cache at import (the template's is empty). Cold, the policy is naive and the swapped pointer
+    kills both members; warm, the probe leaves that module to the members: the same verdict."""
+    verdicts = run(
+        cases,
+        f"""
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_policy(mode, hub_cache, hub_race, server_fleet):
+{MODE_MODEL}
+    hub_race.arm("pointer_swap", repo, "config.json")
+    launch(server_fleet, mode, [sys.executable, "mode_server.py", {setting!r}], [], count=2,
+           ready=ready.log("^up"))
+""",
+    )
+    assert verdicts["cold"]["states"] == ["exited", "exited"], verdicts["cold"]
+    assert verdicts["warm"]["started"] == "forked", verdicts["warm"]
+    for output in verdicts["warm"]["outputs"]:
+        assert "mode naive" in str(output), verdicts["warm"]
+    same_or_refused(verdicts, "warm")
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_file_the_start_up_makes_once(cases: pytest.Pytester, where: str) -> None:
+    """Each member makes a file of its own that must not exist yet (a pid file), before or after
+    its first read of the cache: the probe that finds what a template preloads stops before the
+    program changes a file outside its private cache, so no member finds its file made."""
+    verdicts = run(
+        cases,
+        f"""
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_pidfile(mode, hub_cache, server_fleet, tmp_path):
+    hub_cache.add_model("acme/tiny", {{"config.json": {{"model_type": "gpt2"}}}})
+    launch(server_fleet, mode, [sys.executable, "pidfile_server.py", {where!r}, "%s-{{port}}" % mode],
+           [], count=2, ready=ready.log("^up"))
+""",
+    )
+    assert verdicts["cold"]["states"] == ["ready", "ready"], verdicts["cold"]
+    assert verdicts["warm"]["started"] == "forked", verdicts["warm"]
+    same_or_refused(verdicts, "warm")
+
+
+def test_what_a_start_up_imports_after_its_first_read_is_preloaded(
+    cases: pytest.Pytester,
+) -> None:
+    """The probe goes on past the first read of the cache, in a clone of it: a library the
+    start-up imports after that read is in the template, and each forked member finds it
+    there (a cold one imports it itself)."""
+    verdicts = run(
+        cases,
+        """
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_late(mode, hub_cache, server_fleet):
+    hub_cache.add_model("acme/tiny", {"config.json": {"model_type": "gpt2"}})
+    launch(server_fleet, mode, [sys.executable, "late_server.py"], [], count=2, ready=ready.log("^up"))
+""",
+    )
+    assert verdicts["cold"]["states"] == verdicts["warm"]["states"] == ["ready", "ready"]
+    assert verdicts["warm"]["started"] == "forked", verdicts["warm"]
+    for output in verdicts["cold"]["outputs"]:
+        assert "late_lib preloaded False" in str(output), verdicts["cold"]
+    for output in verdicts["warm"]["outputs"]:
+        assert "late_lib preloaded True" in str(output), verdicts["warm"]

@@ -182,6 +182,21 @@ class FakeHubCache:
     def __repr__(self) -> str:
         return f"FakeHubCache({str(self.root)!r}, shared={self.shared})"
 
+    @classmethod
+    def existing(cls, root: str | os.PathLike[str] | None) -> FakeHubCache | None:
+        """The fake cache this plugin made at ``root``, opened as its marker says (shared or
+        not); None where there is none (no such folder, no marker, an unreadable one)."""
+        if not root:
+            return None
+        marker = Path(root) / MARKER_NAME
+        try:
+            if not marker.is_file():
+                return None
+            recorded = _read_marker(marker)
+            return cls(root, shared=bool(recorded["shared"]))
+        except (OSError, StartupGuardError):
+            return None
+
     # -- environment -------------------------------------------------------------------------
 
     @property

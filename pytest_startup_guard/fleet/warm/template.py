@@ -3,10 +3,8 @@
 Run as ``python [FLAGS] -m pytest_startup_guard.fleet.warm.template`` by ``fleet/warm/templates.py``, in
 two modes:
 
-- ``--probe SPEC``: run the member's program (``SPEC``, a JSON file) up to just before its first
-  access under the watched folders (the cache, the plugin's folders), its first socket bind or
-  connect, fork, exec, thread start or sleep, whichever comes first; write the names in
-  ``sys.modules`` at that moment (in import order) to the spec's ``result`` file, and exit.
+- ``--probe SPEC``: run the member's program (``SPEC``, a JSON file) up to where a fork could
+  no longer copy it, and write what it imported to the spec's ``result`` file (``probe.py``).
 - ``--serve REQUESTS REPLIES``: import the modules named on the command line (one that fails is
   skipped), check that forking is safe (``unsafe_to_fork``: threads, a GPU context, sockets,
   locks), reply ``ready {...}`` or ``refuse {...}`` on the ``REPLIES`` descriptor, then read
@@ -40,26 +38,9 @@ from typing import Any
 import pytest_startup_guard.runtime.child  # noqa: F401
 from pytest_startup_guard.cache.env import repoint_libraries
 from pytest_startup_guard.fleet.warm.observe import ARGV_ENV, ImportWatch, Observation, draw_again
-from pytest_startup_guard.runtime.protocol import ACCESS_EVENTS, PLAN_ENV
+from pytest_startup_guard.fleet.warm.probe import module_file, probe
+from pytest_startup_guard.runtime.protocol import PLAN_ENV
 
-# Audit events the probe stops before: a process, a thread, the network.
-STOP_EVENTS = frozenset(
-    {
-        "socket.bind",
-        "socket.connect",
-        "os.fork",
-        "os.forkpty",
-        "os.exec",
-        "os.posix_spawn",
-        "os.spawn",
-        "os.system",
-        "subprocess.Popen",
-        "_thread.start_new_thread",
-        "time.sleep",  # Python 3.12+ (``_stop_at_sleep`` before that)
-    }
-)
-# Audit events whose first argument is a path: the probe stops before one under a watched folder.
-PATH_EVENTS = ACCESS_EVENTS | {"os.utime"}  # every file operation the runtime reports, and utime
 GPU_MAPS = ("libcuda", "libamdhip64", "/dev/nvidia", "/dev/kfd")
 
 
@@ -134,75 +115,7 @@ def _end_as_interpreter(error: BaseException | None) -> int:
     return code
 
 
-# -- the probe -------------------------------------------------------------------------------
-
-
-def probe(spec_path: str) -> int:
-    with open(spec_path) as handle:
-        spec = json.load(handle)
-    prefixes = tuple(str(prefix).rstrip("/") + "/" for prefix in spec["watch"])
-    folders = {prefix[:-1] for prefix in prefixes}
-    result_path = spec["result"]
-    before = set(sys.modules)
-    stopping = [False]
-
-    def stop(why: str) -> None:
-        stopping[0] = True
-        modules = [name for name in list(sys.modules) if name not in before and name != "__main__"]
-        files = {name: module_file(name) for name in modules}
-        data = json.dumps({"modules": modules, "files": files, "stopped": why}).encode()
-        descriptor = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.write(descriptor, data)
-        os.close(descriptor)
-        os._exit(0)
-
-    def hook(event: str, args: tuple[Any, ...]) -> None:
-        if stopping[0]:
-            return
-        if event in STOP_EVENTS:
-            stop(event)
-        elif event in PATH_EVENTS and args:
-            path = args[0]
-            if isinstance(path, (str, bytes, os.PathLike)):
-                text = os.fsdecode(path)
-                if not text.startswith("/"):
-                    text = os.path.join(os.getcwd(), text)
-                if text.startswith(prefixes) or text in folders:
-                    stop(f"{event} {text}")
-
-    sys.path[0] = path0(spec["kind"], spec["target"], os.getcwd())
-    sys.addaudithook(hook)
-    _stop_at_sleep(stop)
-    try:
-        run_program(spec["kind"], spec["target"], spec["args"])
-    except BaseException as error:  # the program ended before any stop: all it imported
-        stop(f"the program ended ({type(error).__name__})")
-    stop("the program ended")
-    return 0
-
-
-def _stop_at_sleep(stop: Any) -> None:
-    """A start-up that sleeps waits (a server idling, a retry's back-off): its imports are
-    done. Python 3.12 raises ``time.sleep`` as an audit event; before, the probe wraps it."""
-    if sys.version_info >= (3, 12):
-        return
-    original = time.sleep
-
-    def sleep(seconds: Any) -> None:
-        stop("time.sleep")
-        original(seconds)
-
-    time.sleep = sleep
-
-
 # -- the template ----------------------------------------------------------------------------
-
-
-def module_file(name: str) -> str | None:
-    """Where module ``name`` was loaded from (None: built in, or a namespace)."""
-    module = sys.modules.get(name)
-    found = getattr(module, "__file__", None)
-    return os.path.realpath(found) if isinstance(found, str) else None
 
 
 def preload(names: list[str], watch: ImportWatch) -> tuple[list[str], list[str]]:
@@ -570,7 +483,7 @@ class _Template:
 
 def main(arguments: list[str]) -> int:
     if arguments[:1] == ["--probe"]:
-        return probe(arguments[1])
+        return probe(arguments[1], run_program, path0)
     if arguments[:1] == ["--serve"]:
         template = _Template(int(arguments[1]), int(arguments[2]))
         return template.serve(arguments[3:])

@@ -482,7 +482,8 @@ class WarmTemplates:
         self.rootdir = rootdir  # the test's project: its code is never preloaded unnamed
         self._templates: dict[TemplateKey, list[Template]] = {}
         self._refused: dict[TemplateKey, str] = {}
-        self._probes: dict[tuple[object, ...], tuple[str, ...]] = {}
+        # Per command: what it imports before its first access, and after it.
+        self._probes: dict[tuple[object, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._lock = threading.Lock()
         self._started = 0
 
@@ -500,13 +501,24 @@ class WarmTemplates:
         stable = frozenset((k, v) for k, v in env.items() if not per_test(k))
         with self._lock:
             named: tuple[str, ...] = tuple(request.preload or ())
-            preload = request.preload
-            if preload is None:
-                preload = self._probe(parsed, stable, cwd, request, roots)
-            key = TemplateKey(parsed.interpreter, parsed.flags, cwd, tuple(preload), stable)
-            if key in self._refused:
-                raise NotForkable(self._refused[key])
-            template = self._template_for(key, members, roots, named, request.timeout)
+            if request.preload is not None:
+                choices = [tuple(request.preload)]
+            else:
+                first, later = self._probe(parsed, stable, cwd, request, roots)
+                # What the start-up imported after its first access too, where a template of
+                # those forks as a cold start would; else what it imported before it.
+                choices = [(*first, *later), first] if later else [first]
+            for index, preload in enumerate(choices):
+                last = index == len(choices) - 1
+                key = TemplateKey(parsed.interpreter, parsed.flags, cwd, preload, stable)
+                try:
+                    if key in self._refused:
+                        raise NotForkable(self._refused[key])
+                    template = self._template_for(key, members, roots, named, request.timeout)
+                    break
+                except NotForkable:
+                    if last:
+                        raise
         return WarmStart(template, program)
 
     def project_roots(self, program: Program, cwd: str) -> list[str]:
@@ -584,9 +596,11 @@ class WarmTemplates:
         cwd: str,
         request: WarmRequest,
         roots: Sequence[str],
-    ) -> tuple[str, ...]:
-        """The modules the start-up imports before its first access (cached per command),
-        less the test's own code (``roots``): the template imports none of it unnamed."""
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The modules the start-up imports before its first access, and those it imports
+        after it (``probe.py``; cached per command), less the test's own code (``roots``): the
+        template imports none of it unnamed. The probe goes on past its first access only in
+        a clone of the fake cache member 0 reads, made for it and removed after it."""
         watch, timeout = request.watch, request.timeout
         key = (program.interpreter, program.flags, program.kind, program.target, cwd, stable)
         found = self._probes.get(key)
@@ -594,13 +608,18 @@ class WarmTemplates:
             return found
         folder = self.folder / f"probe-{len(self._probes)}"
         folder.mkdir(parents=True, exist_ok=True)
-        cache_env = {k: v for k, v in neutral_env(folder / "cache").items() if per_test(k)}
+        member_env = request.members[0][1] if request.members else request.env
+        source = FakeHubCache.existing(member_env.get("HF_HOME"))
+        clone = source.clone(folder / "clone") if source is not None else None
+        probe_cache = clone.root if clone is not None else folder / "cache"
+        cache_env = {k: v for k, v in neutral_env(probe_cache).items() if per_test(k)}
         spec = {
             "kind": program.kind,
             "target": program.target,
             "args": list(program.args),
             "watch": sorted({*watch, cache_env["HF_HOME"]}),
             "result": str(folder / "modules.json"),
+            "clone": str(clone.root) if clone is not None else None,
         }
         (folder / "spec.json").write_text(json.dumps(spec))
         argv = [
@@ -613,11 +632,15 @@ class WarmTemplates:
         ]
         label = " ".join(shlex.quote(arg) for arg in argv)
         probe_env = {**dict(stable), **cache_env}
-        with session(argv, env=probe_env, cwd=cwd, stderr=subprocess.STDOUT) as process:
-            try:
-                printed, _ = process.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                printed = ""  # the session ends its group
+        try:
+            with session(argv, env=probe_env, cwd=cwd, stderr=subprocess.STDOUT) as process:
+                try:
+                    printed, _ = process.communicate(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    printed = ""  # the session ends its group
+        finally:
+            if clone is not None:
+                shutil.rmtree(clone.root, ignore_errors=True)
         (folder / "output.log").write_text(printed or "")
         result = folder / "modules.json"
         if not result.is_file():
@@ -627,11 +650,13 @@ class WarmTemplates:
                 f" cache, a socket, a fork, an exec, a thread or a sleep within {timeout:g} s"
                 + (f": {tail}" if tail else "")
             )
-        found = json.loads(result.read_text())
-        files = found.get("files", {})
-        modules = tuple(
-            name for name in found["modules"] if project_root(files.get(name), roots) is None
-        )
+        data = json.loads(result.read_text())
+        files = data.get("files", {})
+
+        def ours(names: list[str]) -> tuple[str, ...]:
+            return tuple(name for name in names if project_root(files.get(name), roots) is None)
+
+        modules = (ours(data["modules"]), ours(data.get("later", [])))
         self._probes[key] = modules
         return modules
 
