@@ -9,17 +9,19 @@ survived and every run goes all the way to ready):
 - a start-up with 16 access points: a small server that reads 8 files of the repo with
   ``hf_hub_download`` (two accesses each) and a bounded retry, a fleet of 4.
 
-Per start-up, interleaved in a rotating order: one clean start-up of the fleet, and
+Per start-up, interleaved in a rotating order: one clean start-up of the fleet (cold), and
 ``server_fleet.explore`` with every point run (the default) in parallel mode (4 members per
-launch; every point and the clean member in one launch; the same forked from a warm template)
-and in sequential mode, and with opt-in pruning (``prune=True``) beside them. Figures: medians,
-each mode's time over the clean start-up's (target: every point run, in parallel mode, in at
-most 2x one clean start-up), with the spread of the runs.
+launch, cold and forked from a warm template as ``warm=True`` forks them; for the 16 points also
+every point and the clean member in one launch, cold and forked) and in sequential mode, and
+with opt-in pruning (``prune=True``) beside them. Figures: medians, each mode's time over the
+clean start-up's (target: every point run by forking, in parallel mode, in at most 2x one clean
+start-up), with the spread of the runs.
 
 ``agreement``: over start-ups built to break the equivalence of points
 (``break_equivalence.py``: at least 30, drawn the same every run), each explored with every
-point run and with ``prune=True``, the share of points, and of verdicts (every point survived
-or not), where the two end alike (target 100 %).
+point run cold and by each fast path (``prune=True``; every point by members forked from a warm
+template, ``warm=True``), the share of points, and of verdicts (every point survived or not),
+where the fast path ends as the cold one (target 100 %).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 
 from break_equivalence import FILES as VARIANT_FILES
 from break_equivalence import HOLD, Variant, variants
@@ -76,8 +79,9 @@ def clean(bench: Bench, argv: list[str], count: int, files: bool) -> float:
 
 
 # How a start-up is explored: mode, members per launch, opt-in pruning, forked from a warm
-# template (the modules it preloads).
+# template (the modules it preloads: FORKED for the ones the probe finds, as ``warm=True`` does).
 Kind = tuple[str, int, bool, tuple[str, ...]]
+FORKED = ("(found by the probe)",)
 
 
 def explored(bench: Bench, argv: list[str], kind: Kind, files: bool) -> tuple[float, int, int, int]:
@@ -96,11 +100,20 @@ def explored(bench: Bench, argv: list[str], kind: Kind, files: bool) -> tuple[fl
             mode=mode,
             hold=0.05,
             prune=prune,
-            **({"warm": True, "preload": list(preload)} if preload else {}),  # type: ignore[arg-type]
+            **warm_options(preload),  # type: ignore[arg-type]
         )
         seconds = time.monotonic() - started
         exploration.assert_all_survived()
         return seconds, len(exploration.points), len(exploration.explored), exploration.launches
+
+
+def warm_options(preload: tuple[str, ...]) -> dict[str, object]:
+    """Cold (no modules), forked as ``warm=True`` forks (FORKED), or preloading those named."""
+    if not preload:
+        return {}
+    if preload == FORKED:
+        return {"warm": True}
+    return {"warm": True, "preload": list(preload)}
 
 
 def add_parts(cache: object, files: bool) -> None:
@@ -115,68 +128,94 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.2f} to {max(values):.2f}"
 
 
-def agreement(bench: Bench, variant: Variant) -> tuple[int, int, bool, int]:
-    """Explore ``variant`` with every point run, then with ``prune=True``: (points, points that
-    ended alike, whether the verdicts agree, points pruning inferred)."""
-    ends = []
-    inferred = 0
-    for prune in (False, True):
-        with bench.test() as (cache, _races, fleets):
-            repo = cache.add_model(
-                "acme/tiny",
-                {"config.json": {"model_type": "gpt2"}, **{f: {"f": f} for f in VARIANT_FILES[1:]}},
-            )
-            exploration = fleets.explore(
-                variant.argv(),
-                variant.race,
-                repo,
-                variant.filename,
-                count=variant.count,
-                ready=ready.http("/health"),
-                hold=HOLD,
-                prune=prune,
-            )
-            ends.append([(p.point.number, p.outcome) for p in exploration.points])
-            inferred = len(exploration.covered)  # the older name: main's pruning has no other
-    full, pruned = ends
-    alike = sum(1 for a, b in zip(full, pruned, strict=False) if a == b)
-    verdict = all(o == "survived" for _, o in full) == all(o == "survived" for _, o in pruned)
-    return len(full), alike, verdict, inferred
+# The fast paths the agreement figure holds against every point run cold: opt-in pruning, and
+# every point run by members forked from a warm template (``warm=True``).
+FAST_PATHS: dict[str, dict[str, object]] = {
+    "prune=True": {"prune": True},
+    "forked (warm=True)": {"warm": True},
+}
+
+
+@dataclass
+class Agreement:
+    """One fast path over the start-ups: points, those that ended as cold ones, verdicts alike,
+    points it inferred, and the start-ups where it disagreed."""
+
+    points: int = 0
+    alike: int = 0
+    verdicts: int = 0
+    inferred: int = 0
+    disagreeing: list[str] = field(default_factory=list)
+
+
+def explore_ends(
+    bench: Bench, variant: Variant, options: dict[str, object]
+) -> tuple[list[tuple[int, str]], int]:
+    """Each point's (number, outcome) of ``variant`` explored with ``options``, and how many
+    points were inferred."""
+    with bench.test() as (cache, _races, fleets):
+        repo = cache.add_model(
+            "acme/tiny",
+            {"config.json": {"model_type": "gpt2"}, **{f: {"f": f} for f in VARIANT_FILES[1:]}},
+        )
+        exploration = fleets.explore(
+            variant.argv(),
+            variant.race,
+            repo,
+            variant.filename,
+            count=variant.count,
+            ready=ready.http("/health"),
+            hold=HOLD,
+            **options,  # type: ignore[arg-type]
+        )
+        ends = [(p.point.number, p.outcome) for p in exploration.points]
+        return ends, len(exploration.covered)  # the older name: main's pruning has no other
 
 
 def agreement_figures(bench: Bench, how_many: int) -> list[Figure]:
-    points = alike = verdicts = inferred = 0
-    disagreeing = []
+    """Every start-up explored with every point run cold, then by each fast path: the share of
+    points and of verdicts (every point survived or not) where the two end alike."""
+    found = {name: Agreement() for name in FAST_PATHS}
     for variant in variants(how_many):
-        found, same, verdict, guessed = agreement(bench, variant)
-        points, alike, verdicts = points + found, alike + same, verdicts + verdict
-        inferred += guessed
-        if same != found or not verdict:
-            disagreeing.append(f"#{variant.number} {variant.words()}")
-        print(f"agreement #{variant.number}: {same} of {found} points alike", file=sys.stderr)
-    share, verdict_share = 100 * alike / max(points, 1), 100 * verdicts / how_many
-    detail = (
-        f"{how_many} start-ups built to break equivalence, {points} points, {inferred} of them"
-        " inferred by prune=True"
-    ) + ("; disagreeing: " + " | ".join(disagreeing) if disagreeing else "")
-    return [
-        figure(
-            "explore, agreement: points where prune=True ends as every point run",
-            share,
-            "%",
-            target="100",
-            passed=share == 100,
-            detail=detail,
-        ),
-        figure(
-            "explore, agreement: verdicts where prune=True ends as every point run",
-            verdict_share,
-            "%",
-            target="100",
-            passed=verdict_share == 100,
-            detail=detail,
-        ),
-    ]
+        full, _ = explore_ends(bench, variant, {})
+        survived = all(outcome == "survived" for _, outcome in full)
+        for name, options in FAST_PATHS.items():
+            fast, inferred = explore_ends(bench, variant, options)
+            tally = found[name]
+            same = sum(1 for a, b in zip(full, fast, strict=False) if a == b)
+            verdict = survived == all(outcome == "survived" for _, outcome in fast)
+            tally.points += len(full)
+            tally.alike += same if len(fast) == len(full) else 0
+            tally.verdicts += verdict
+            tally.inferred += inferred
+            if same != len(full) or len(fast) != len(full) or not verdict:
+                tally.disagreeing.append(f"#{variant.number} {variant.words()}")
+            print(
+                f"agreement #{variant.number}, {name}: {same} of {len(full)} points alike",
+                file=sys.stderr,
+            )
+    figures = []
+    for name, tally in found.items():
+        share, verdict_share = (
+            100 * tally.alike / max(tally.points, 1),
+            100 * tally.verdicts / how_many,
+        )
+        detail = (
+            f"{how_many} start-ups built to break equivalence, {tally.points} points, "
+            f"{tally.inferred} of them inferred"
+        ) + ("; disagreeing: " + " | ".join(tally.disagreeing) if tally.disagreeing else "")
+        for what, value in (("points", share), ("verdicts", verdict_share)):
+            figures.append(
+                figure(
+                    f"explore, agreement: {what} where {name} ends as every point run cold",
+                    value,
+                    "%",
+                    target="100",
+                    passed=value == 100,
+                    detail=detail,
+                )
+            )
+    return figures
 
 
 def main() -> None:
@@ -184,7 +223,6 @@ def main() -> None:
     repeats = 1 if args.quick else 5
     count = 2 if args.quick else 4
     wide = 5 if args.quick else 4 * FILES // 2 + 1  # every point and the clean member at once
-    hub: tuple[str, ...] = ("huggingface_hub",)
     figures: list[Figure] = []
     setups: list[tuple[str, list[str], bool, list[Kind]]] = [
         (
@@ -193,7 +231,7 @@ def main() -> None:
             False,
             [
                 ("parallel", count, False, ()),
-                ("parallel", count, False, ("transformers",)),
+                ("parallel", count, False, FORKED),
                 ("sequential", count, False, ()),
                 ("parallel", count, True, ()),
             ],
@@ -204,8 +242,9 @@ def main() -> None:
             True,
             [
                 ("parallel", count, False, ()),
+                ("parallel", count, False, FORKED),
                 ("parallel", wide, False, ()),
-                ("parallel", wide, False, hub),
+                ("parallel", wide, False, FORKED),
                 ("sequential", count, False, ()),
                 ("parallel", count, True, ()),
             ],
@@ -213,7 +252,7 @@ def main() -> None:
     ]
     with workbench() as bench:
         for name, argv, files, modes in setups:
-            if args.quick:  # a smoke run: every point in parallel, cold and warm, and pruned
+            if args.quick:  # a smoke run: every point in parallel, cold and forked, and pruned
                 modes = [m for m in modes if m[0] == "parallel" and m[1] == count]
             cleans: list[float] = []
             times: dict[Kind, list[float]] = {mode: [] for mode in modes}
@@ -252,9 +291,14 @@ def explore_figures(
     for (mode, members, prune, preload), values in times.items():
         ratio = statistics.median(values) / base
         points, run_points, launches = shape[(mode, members, prune, preload)]
-        targeted = mode == "parallel" and not prune
+        # The target is exploring by forking (issue 41): cold, every point costs a start-up.
+        targeted = mode == "parallel" and not prune and bool(preload)
         how = "prune=True" if prune else "every point"
-        warm = f", forked from a template preloading {', '.join(preload)}" if preload else ""
+        warm = ""
+        if preload == FORKED:
+            warm = ", forked from a warm template (warm=True: the modules the probe finds)"
+        elif preload:
+            warm = f", forked from a template preloading {', '.join(preload)}"
         figures.append(
             figure(
                 f"explore, {name}: {mode}, {members} members, {how}{warm} / clean start-up",

@@ -128,6 +128,13 @@ class Fleet:
         """Each member's process and what it holds, in member order."""
         return list(self._running)
 
+    @property
+    def forked(self) -> bool:
+        """Every member was forked from a warm template (``warm/forked.py``)."""
+        return bool(self._running) and all(
+            isinstance(running.process, ForkedProcess) for running in self._running
+        )
+
     def add(self, running: RunningMember) -> None:
         """A member that was just started: from now on ``stop`` ends it too."""
         self._running.append(running)

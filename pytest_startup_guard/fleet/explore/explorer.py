@@ -59,6 +59,12 @@ from pytest_startup_guard.runtime.events import (
     AccessEvent,
 )
 
+# Points a later launch of a parallel exploration runs when its first launch's members were
+# forked from a warm template (else ``count``): the first launch finds how many points there
+# are, and forked members cost a start-up's CPU but little memory of their own, so the rest of
+# the points go in as few launches as this allows.
+FORKED_POINTS_PER_LAUNCH = 16
+
 
 @dataclass
 class _Slot:
@@ -287,9 +293,10 @@ class Explorer:
         # clean member says how many there are; a guess past the last point is dropped).
         pending = list(wanted) if wanted is not None else list(range(1, self.count))
         seen: _Clean | None = None
+        per_launch = self.count
         while seen is None or pending:
             first = seen is None
-            batch = pending[: self.count - 1] if first else pending[: self.count]
+            batch = pending[: self.count - 1] if first else pending[:per_launch]
             pending = pending[len(batch) :]
             slots = self._slots(
                 racing,
@@ -307,6 +314,8 @@ class Explorer:
                 exploration.startups += len(slots)
                 if first:
                     self.clean = fleet
+                    if fleet.forked:  # forks share the template's pages: many fit a launch
+                        per_launch = max(self.count, FORKED_POINTS_PER_LAUNCH)
                     self._require_clean(fleet, [0])
                     target = racing.target(slots[0].repo)
                     seen = self._clean(racing.race, target, fleet, before, [0])
