@@ -100,6 +100,11 @@ MODE = "naive" if os.path.isdir(os.path.join(constants.HF_HUB_CACHE, "models--ac
     "late_lib.py": """
 VALUE = 1
 """,
+    # a library that starts a thread at import: a template that imported it cannot be forked
+    "late_thread.py": """
+import threading, time
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+""",
     # telemetry that opens its sockets at import
     "telemetry.py": """
 import socket
@@ -185,12 +190,13 @@ time.sleep(60)
 """,
     # says whether a library it imports after its first read of the cache was there already
     "late_server.py": """
-import sys, time
+import importlib, sys, time
 from huggingface_hub import hf_hub_download
-preloaded = "late_lib" in sys.modules
+library = sys.argv[1]
+preloaded = library in sys.modules
 open(hf_hub_download("acme/tiny", "config.json")).read()
-import late_lib
-print("late_lib preloaded", preloaded, flush=True)
+importlib.import_module(library)
+print(library, "preloaded", preloaded, flush=True)
 print("up", flush=True)
 time.sleep(60)
 """,
@@ -432,24 +438,27 @@ def test_pidfile(mode, hub_cache, server_fleet, tmp_path):
     same_or_refused(verdicts, "warm")
 
 
+@pytest.mark.parametrize(("library", "preloaded"), [("late_lib", True), ("late_thread", False)])
 def test_what_a_start_up_imports_after_its_first_read_is_preloaded(
-    cases: pytest.Pytester,
+    cases: pytest.Pytester, library: str, preloaded: bool
 ) -> None:
     """The probe goes on past the first read of the cache, in a clone of it: a library the
     start-up imports after that read is in the template, and each forked member finds it
-    there (a cold one imports it itself)."""
+    there (a cold one imports it itself). One that starts a thread at import cannot be in a
+    template: the members are forked from the template of what came before that read."""
     verdicts = run(
         cases,
-        """
+        f"""
 @pytest.mark.parametrize("mode", ["cold", "warm"])
 def test_late(mode, hub_cache, server_fleet):
-    hub_cache.add_model("acme/tiny", {"config.json": {"model_type": "gpt2"}})
-    launch(server_fleet, mode, [sys.executable, "late_server.py"], [], count=2, ready=ready.log("^up"))
+    hub_cache.add_model("acme/tiny", {{"config.json": {{"model_type": "gpt2"}}}})
+    launch(server_fleet, mode, [sys.executable, "late_server.py", {library!r}], [], count=2,
+           ready=ready.log("^up"))
 """,
     )
     assert verdicts["cold"]["states"] == verdicts["warm"]["states"] == ["ready", "ready"]
     assert verdicts["warm"]["started"] == "forked", verdicts["warm"]
     for output in verdicts["cold"]["outputs"]:
-        assert "late_lib preloaded False" in str(output), verdicts["cold"]
+        assert f"{library} preloaded False" in str(output), verdicts["cold"]
     for output in verdicts["warm"]["outputs"]:
-        assert "late_lib preloaded True" in str(output), verdicts["warm"]
+        assert f"{library} preloaded {preloaded}" in str(output), verdicts["warm"]
