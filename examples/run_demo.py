@@ -97,7 +97,7 @@ COLD_EXPECTED = {("cold", "naive"): "fail"}  # every other (cache, policy): "pas
 # (cache, policy) -> its reason: the naive members read a cold cache at once and give up.
 COLD_REASON = {
     ("cold", "naive"): (
-        r"server [1-3] exited with code 1: LocalEntryNotFoundError: ",
+        r"server [1-3] exited with code 1: (?:LocalEntryNotFoundError|IncompleteSnapshotError): ",
         r"^[1-3] of 4 up",
     ),
     ("cold", "every"): (r"^4 of 4 up", r"4/4 ready, [1-9]\d* requests served, 4 blobs for 4 files"),

@@ -35,9 +35,12 @@ def test_every_policy_gets_the_verdict_the_demo_expects(cold_start: pytest.Pytes
     assert re.search(r"PASSED test_cold_start.py::test_cold_cache\[rank0\]", text)
     assert re.search(r"FAILED test_cold_start.py::test_cold_cache\[naive\]", text)
     result.stdout.fnmatch_lines(["*the start-up of 4 members (naive) failed:*"])
-    for rank in (1, 2, 3):  # the three that read at once, each with the library's own error
-        result.stdout.fnmatch_lines(
-            [f"*- member {rank} exited with code 1 after * s: LocalEntryNotFoundError: *"]
-        )
+    for rank in (1, 2, 3):  # the three that read at once, each with the library's own error:
+        # nothing cached yet, or (2.x) a snapshot rank 0 has begun and not finished, its subclass
+        assert re.search(
+            rf"- member {rank} exited with code 1 after \S+ s:"
+            r" (LocalEntryNotFoundError|IncompleteSnapshotError): ",
+            text,
+        ), text
     assert "- member 0" not in text  # rank 0 downloaded and came up
     assert "the cache is not whole" not in text
