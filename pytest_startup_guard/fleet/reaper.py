@@ -128,14 +128,17 @@ def _victims(entries: list[_Entry]) -> list[psutil.Process]:
     """Every process of the registered trees, as they are now (children came after ``add``)."""
     import psutil
 
+    from pytest_startup_guard.runtime.process_tree import ProcessTree
+
     victims: dict[int, psutil.Process] = {}
+    tree = ProcessTree()  # the process table read once, for every registered tree
     for entry in entries:
         try:
             root = psutil.Process(entry.pid)
             # The start time psutil pinned, not a fresh look: the same process it will signal.
             if abs(root.create_time() - entry.create_time) >= 0.05:
                 continue
-            for process in [root, *root.children(recursive=True)]:
+            for process in [root, *tree.descendants(root)]:
                 victims[process.pid] = process
         except psutil.Error:
             pass

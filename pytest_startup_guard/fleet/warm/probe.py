@@ -39,8 +39,9 @@ from collections.abc import Callable
 from typing import Any
 
 from pytest_startup_guard.runtime.child import looks
+from pytest_startup_guard.runtime.child.audit import as_text, operation_paths
 from pytest_startup_guard.runtime.child.footprint import opens_for_writing
-from pytest_startup_guard.runtime.protocol import ACCESS_EVENTS, LOOK_EVENTS
+from pytest_startup_guard.runtime.protocol import ACCESS_EVENTS, DESCRIPTOR_EVENTS, LOOK_EVENTS
 
 # Audit events the probe stops before: a process, a thread, the network.
 STOP_EVENTS = frozenset(
@@ -61,8 +62,7 @@ STOP_EVENTS = frozenset(
 # Audit events whose first argument is a path: the probe stops before one under a watched folder.
 PATH_EVENTS = ACCESS_EVENTS | {"os.utime"}  # every file operation the runtime reports, and utime
 # The file operations that change what they name (an open changes it when it may write).
-CHANGING_EVENTS = PATH_EVENTS - {"open", "os.listdir", "os.scandir", "fcntl.flock", "fcntl.lockf"}
-LOCK_EVENTS = frozenset({"fcntl.flock", "fcntl.lockf"})
+CHANGING_EVENTS = PATH_EVENTS - {"open", "os.listdir", "os.scandir"} - DESCRIPTOR_EVENTS
 ENVIRONMENT_EVENTS = frozenset({"os.putenv", "os.unsetenv"})
 # The longest the probe goes on after the first access (a start-up that loads a model reads for
 # a while): what it imported by then is what it found.
@@ -101,23 +101,15 @@ def imported(before: set[str], running: list[str]) -> list[str]:
 
 
 def _path_of(event: str, args: tuple[Any, ...]) -> str | None:
-    """The path an event names, absolute (a lock's: its descriptor's), or None."""
-    if event in LOCK_EVENTS:
-        descriptor = args[0] if args else None
-        if not isinstance(descriptor, int):
-            try:
-                descriptor = descriptor.fileno()  # type: ignore[union-attr]
-            except Exception:
-                return None
-        try:
-            return os.readlink(f"/proc/self/fd/{descriptor}")
-        except OSError:
-            return None
-    path = args[0] if args else None
-    if not isinstance(path, (str, bytes, os.PathLike)):
+    """The path an event names, absolute (a lock's: its descriptor's, as the child runtime
+    reads it), or None."""
+    if event in DESCRIPTOR_EVENTS:
+        path, _ = operation_paths(event, args)
+    else:
+        path = as_text(args[0]) if args else None
+    if path is None:
         return None
-    text = os.fsdecode(path)
-    return text if text.startswith("/") else os.path.join(os.getcwd(), text)
+    return path if path.startswith("/") else os.path.join(os.getcwd(), path)
 
 
 class _Probe:
@@ -202,7 +194,7 @@ class _Probe:
             return
         if look:
             return
-        changes = event in CHANGING_EVENTS or event in LOCK_EVENTS
+        changes = event in CHANGING_EVENTS or event in DESCRIPTOR_EVENTS
         if event == "open" and opens_for_writing(args):
             changes = True
         # The program's changes outside its private cache (a pid file, a log) are what the

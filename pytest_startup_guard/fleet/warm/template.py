@@ -405,7 +405,7 @@ class _Template:
                 continue
             request = json.loads(rest)
             if causes is None:
-                causes = unsafe_to_fork({0, 1, 2, self.requests, self.replies, *self.waiting})
+                causes = unsafe_to_fork({0, 1, 2, self.requests, self.replies})
             if causes:
                 replies.append("error " + json.dumps("; ".join(causes)))
                 continue

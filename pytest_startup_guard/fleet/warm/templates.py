@@ -279,15 +279,6 @@ class Template:
             raise NotForkable("; ".join(details["causes"]))
         raise NotForkable(f"the template did not start: {rest}")
 
-    def fork(
-        self, program: Program, env: Mapping[str, str], cwd: str, output: Path
-    ) -> ForkedProcess:
-        """One member: its pid once it leads its own session, or ``NotForkable``."""
-        (forked,) = self.fork_many([(program, env, cwd, output)])
-        if isinstance(forked, NotForkable):
-            raise forked
-        return forked
-
     def fork_many(self, members: Sequence[Forking]) -> list[ForkedProcess | NotForkable]:
         """A member per ``(program, env, cwd, output)``, asked for in one write: the template
         forks them one after the other, each once the one before leads its own session. Per
@@ -400,12 +391,6 @@ class WarmStart:
     template: Template | None
     program: str = ""  # argv[0] resolved
     cold_reason: str | None = None
-
-    def fork(
-        self, command: Sequence[str], env: Mapping[str, str], cwd: str, output: Path
-    ) -> ForkedProcess:
-        assert self.template is not None
-        return self.template.fork(forkable(command, self.program, env), env, cwd, output)
 
     def fork_many(
         self, members: Sequence[tuple[Sequence[str], Mapping[str, str], str, Path]]
@@ -611,8 +596,8 @@ class WarmTemplates:
         member_env = request.members[0][1] if request.members else request.env
         source = FakeHubCache.existing(member_env.get("HF_HOME"))
         clone = source.clone(folder / "clone") if source is not None else None
-        probe_cache = clone.root if clone is not None else folder / "cache"
-        cache_env = {k: v for k, v in neutral_env(probe_cache).items() if per_test(k)}
+        probe_env_of = clone.env if clone is not None else neutral_env(folder / "cache")
+        cache_env = {k: v for k, v in probe_env_of.items() if per_test(k)}
         spec = {
             "kind": program.kind,
             "target": program.target,
@@ -653,10 +638,10 @@ class WarmTemplates:
         data = json.loads(result.read_text())
         files = data.get("files", {})
 
-        def ours(names: list[str]) -> tuple[str, ...]:
+        def outside_project(names: list[str]) -> tuple[str, ...]:
             return tuple(name for name in names if project_root(files.get(name), roots) is None)
 
-        modules = (ours(data["modules"]), ours(data.get("later", [])))
+        modules = (outside_project(data["modules"]), outside_project(data.get("later", [])))
         self._probes[key] = modules
         return modules
 

@@ -48,7 +48,7 @@ EXCEPTHOOK_EVENT = "sys.excepthook"
 # OPENED_EVENT: raised only by a writer's process (``steps``), after an open for writing.
 # LOOK_EVENTS: raised by the child runtime's own wrappers of os.stat and its kin (``looks``).
 _HOOKED_EVENTS = ACCESS_EVENTS | LOOK_EVENTS | {BIND_EVENT, EXCEPTHOOK_EVENT, OPENED_EVENT}
-# The access events whose path is not simply their first argument (``_operation_paths``).
+# The access events whose path is not simply their first argument (``operation_paths``).
 _TWO_PATH_EVENTS = frozenset({"os.rename", "os.symlink", "os.link"})
 _ODD_PATH_EVENTS = _TWO_PATH_EVENTS | DESCRIPTOR_EVENTS
 # What the audit hook looks at first: the footprint events join only where they are reported.
@@ -69,7 +69,7 @@ def hook(event: str, args: tuple[Any, ...]) -> None:
         return
     other: str | None = None
     if event in _ODD_PATH_EVENTS:
-        path, other = _operation_paths(event, args)
+        path, other = operation_paths(event, args)
         if path is None:
             return
     else:
@@ -152,7 +152,7 @@ def _absolute(path: str) -> str:
     return path if path.startswith("/") else os.path.join(os.getcwd(), path)
 
 
-def _operation_paths(event: str, args: tuple[Any, ...]) -> tuple[str | None, str | None]:
+def operation_paths(event: str, args: tuple[Any, ...]) -> tuple[str | None, str | None]:
     """(path, other) of an access whose path is not its first argument: a rename's old and new
     name, the new name of a link or symlink and what it points at, a lock's descriptor's path
     (``/proc/self/fd``; None where it cannot be read)."""
